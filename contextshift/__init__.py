@@ -1,0 +1,44 @@
+"""contextshift: keep long LLM conversations inside a model's context window without losing what matters.
+
+The public API. ``contextshift.core`` is the pure core (no I/O); ``contextshift.tokenizers`` adds the
+exact offline tokenizer profiles.
+"""
+
+from .core import (
+    ApproximateProfile,
+    ContextShiftError,
+    ContextStrategyRegistry,
+    Message,
+    ShiftResult,
+    StrategyRequest,
+    TokenBudgetExceeded,
+    TokenizerProfile,
+    ToolCall,
+    Truncation,
+    UnknownStrategy,
+    default_registry,
+    shift_context,
+    shift_with_strategy,
+)
+from .tokenizers import get_tokenizer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApproximateProfile",
+    "ContextShiftError",
+    "ContextStrategyRegistry",
+    "Message",
+    "ShiftResult",
+    "StrategyRequest",
+    "TokenBudgetExceeded",
+    "TokenizerProfile",
+    "ToolCall",
+    "Truncation",
+    "UnknownStrategy",
+    "__version__",
+    "default_registry",
+    "get_tokenizer",
+    "shift_context",
+    "shift_with_strategy",
+]

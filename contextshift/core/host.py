@@ -1,0 +1,311 @@
+"""The strategy host (G6): run any registered strategy without letting it bypass the budget.
+
+The host resolves the strategy (an unknown one falls back to ``truncate``), runs it on a private copy of
+the prompt under a timeout, and then checks what came back: protected context must all be there and
+unedited, every message must be accounted for exactly once, no tool group may be split, and the budget
+is recounted by the host itself, which shifts again where the strategy's own count was wrong.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from .errors import UnknownStrategy
+from .messages import PROTECTED_SYSTEM_SOURCES, Message, MessageLike
+from .shifting import (
+    CONTEXT_SHIFT,
+    FIT,
+    PLUGIN_REJECTED,
+    PROTECTED,
+    REASONS,
+    SUMMARIZED,
+    Counter,
+    Prompt,
+    ShiftResult,
+    Truncation,
+    check_budget,
+    shift_prompt,
+)
+from .strategies import BUILTIN_STRATEGIES, ContextStrategyRegistry, Strategy, StrategyRequest, truncate
+
+DEFAULT_TIMEOUT = 15.0
+MAX_DIAGNOSTIC_CHARS = 4096
+
+#: The registry used when none is given; plugins may register into it.
+default_registry = ContextStrategyRegistry()
+
+
+class StrategyFailed(Exception):
+    pass
+
+
+def _run_with_timeout(strategy: Strategy, request: StrategyRequest, timeout: float) -> ShiftResult:
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = strategy(request)
+        except BaseException as error:  # a plugin's failure is reported, never raised through the host
+            box["error"] = error
+
+    worker = threading.Thread(target=target, name="contextshift-strategy", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise StrategyFailed(f"timed out after {timeout:g} s")
+    if "error" in box:
+        error = box["error"]
+        raise StrategyFailed(f"raised {type(error).__name__}")
+    result = box.get("result")
+    if not isinstance(result, ShiftResult):
+        raise StrategyFailed(f"returned {type(result).__name__}, not a ShiftResult")
+    return result
+
+
+def _messages(items: object, what: str) -> list[Message]:
+    if not isinstance(items, list | tuple):
+        raise StrategyFailed(f"{what} is not a list")
+    if not all(isinstance(m, Message) for m in items):
+        raise StrategyFailed(f"{what} holds something that is not a Message")
+    return list(items)
+
+
+class _Review:
+    """The host's reading of one strategy result against the original prompt."""
+
+    def __init__(self, prompt: Prompt, name: str, result: ShiftResult) -> None:
+        self.prompt = prompt
+        self.name = name
+        self.diagnostics: list[str] = []
+        self.rejected: dict[str, str] = {}
+        kept = _messages(result.kept, "kept")
+        _messages(result.excluded, "excluded")
+        if not isinstance(result.truncated, list | tuple) or not all(
+            isinstance(t, Truncation) for t in result.truncated
+        ):
+            raise StrategyFailed("truncated is not a list of Truncation")
+        by_id = prompt.position
+        kept_inputs = {m.id for m in kept if m.id in by_id}
+        missing_protected = [
+            m.id for p, m in enumerate(prompt.messages)
+            if prompt.groups[prompt.owner[p]].protected and m.id not in kept_inputs
+        ]
+        if missing_protected:
+            raise _ProtectedRemoved(missing_protected)
+        # Replacements the strategy declared, checked one by one.
+        self.truncations: dict[str, Truncation] = {}
+        claimed: set[str] = set()
+        for entry in result.truncated:
+            replacement = entry.replacement
+            sources = list(entry.source_ids) if isinstance(entry.source_ids, list | tuple) else []
+            problem = None
+            if not replacement.id or replacement.id in by_id or replacement.id in self.truncations:
+                problem = "its replacement needs a new, unique id"
+            elif not sources or not all(isinstance(s, str) and s in by_id for s in sources):
+                problem = "it names messages that are not in the prompt"
+            elif any(s in kept_inputs or s in claimed for s in sources):
+                problem = "it summarizes messages that are also kept or summarized twice"
+            elif any(prompt.group_of(s).protected for s in sources):
+                problem = "it replaces protected context"
+            if problem:
+                self.diagnostics.append(f'context strategy "{name}": a replacement was rejected: {problem}')
+                if replacement.id and replacement.id not in by_id:
+                    self.rejected[replacement.id] = PLUGIN_REJECTED
+                continue
+            claimed.update(sources)
+            self.truncations[replacement.id] = replace(entry, source_ids=sources)
+        # The kept list: host originals for known ids, sanitized replacements, nothing else.
+        ordered: list[tuple[int, int, int, Message]] = []
+        seen: set[str] = set()
+        pending: list[Message] = []
+        edited = 0
+        for message in kept:
+            if message.id in seen:
+                continue
+            seen.add(message.id)
+            if message.id in by_id:
+                position = by_id[message.id]
+                original = prompt.messages[position]
+                if message != original:
+                    # Protected or not, a message is never rewritten in place: compression is declared
+                    # as a Truncation. The host's original stands.
+                    edited += 1
+                for offset, extra in enumerate(pending):
+                    ordered.append((position, 0, offset, extra))
+                pending = []
+                ordered.append((position, 1, 0, original))
+            elif message.id in self.truncations:
+                pending.append(_unprotected(message))
+            else:
+                self.rejected[message.id or "(no id)"] = PLUGIN_REJECTED
+                self.diagnostics.append(
+                    f'context strategy "{name}" added an undeclared message; it was rejected'
+                )
+        for offset, extra in enumerate(pending):
+            ordered.append((len(prompt.messages), 0, offset, extra))
+        if edited:
+            self.diagnostics.append(
+                f'context strategy "{name}" edited {edited} message(s); the host originals were restored'
+            )
+        ordered.sort(key=lambda item: item[:3])
+        placed = {m.id for *_, m in ordered}
+        for replacement_id in [r for r in self.truncations if r not in placed]:
+            del self.truncations[replacement_id]  # the strategy dropped its own replacement
+        self.kept: list[Message] = [m for *_, m in ordered]
+        self.strategy_reasons = result.reasons if isinstance(result.reasons, dict) else {}
+        self.strategy_excluded = [m.id for m in result.excluded if m.id in by_id]
+        if isinstance(result.diagnostics, list | tuple):
+            self.strategy_diagnostics = [
+                str(d)[:MAX_DIAGNOSTIC_CHARS] for d in result.diagnostics if isinstance(d, str)
+            ]
+        else:
+            self.strategy_diagnostics = []
+
+
+class _ProtectedRemoved(StrategyFailed):
+    def __init__(self, ids: list[str]) -> None:
+        super().__init__(f"removed protected context ({', '.join(ids[:5])})")
+        self.ids = ids
+
+
+def _unprotected(message: Message) -> Message:
+    """A strategy's replacement can never be protected."""
+    source = message.source
+    if message.role == "system" and source in PROTECTED_SYSTEM_SOURCES or source == "input":
+        source = "summary"
+    return replace(message, pinned=False, source=source)
+
+
+def _heal_groups(prompt: Prompt, kept_ids: set[str]) -> list[str]:
+    """Ids of kept members of groups the strategy split; they leave with the rest of their group."""
+    broken: list[str] = []
+    for group in prompt.groups:
+        ids = [prompt.messages[p].id for p in group.members]
+        present = [i for i in ids if i in kept_ids]
+        if present and len(present) != len(ids):
+            broken.extend(present)
+    return broken
+
+
+def _finish(
+    prompt: Prompt, review: _Review, budget: int, counter: Counter, per_message_overhead: int
+) -> ShiftResult:
+    diagnostics = list(review.strategy_diagnostics) + review.diagnostics
+    kept_ids = {m.id for m in review.kept}
+    broken = set(_heal_groups(prompt, kept_ids))
+    if broken:
+        diagnostics.append(
+            f'context strategy "{review.name}" split a tool group; {len(broken)} message(s) left with it'
+        )
+    candidates = [m for m in review.kept if m.id not in broken]
+    # The host's own recount, and a second shift where the strategy's count was wrong.
+    final = Prompt(candidates, counter, per_message_overhead)
+    outcome = shift_prompt(final, budget)
+    host_removed = {final.messages[p].id for p in outcome.removed}
+    if host_removed:
+        diagnostics.append(f"host recount excluded {len(host_removed)} more message(s)")
+    kept = [m for m in final.messages if m.id not in host_removed]
+    truncated = [t for rid, t in review.truncations.items() if rid not in host_removed]
+    summarized = {s for t in truncated for s in t.source_ids}
+    reasons: dict[str, str] = {}
+    excluded_order: list[str] = []
+    for message_id in [*review.strategy_excluded, *sorted(broken, key=prompt.position.__getitem__)]:
+        if message_id not in excluded_order:
+            excluded_order.append(message_id)
+    for rid, entry in review.truncations.items():
+        if rid in host_removed:
+            excluded_order.extend(s for s in entry.source_ids if s not in excluded_order)
+    excluded_order.extend(
+        i for i in (final.messages[p].id for p in outcome.removed)
+        if i in prompt.position and i not in excluded_order
+    )
+    final_kept = {m.id for m in kept}
+    for position, message in enumerate(prompt.messages):
+        mid = message.id
+        if mid in final_kept:
+            reasons[mid] = PROTECTED if prompt.groups[prompt.owner[position]].protected else FIT
+        elif mid in summarized:
+            reasons[mid] = SUMMARIZED
+        else:
+            claimed = review.strategy_reasons.get(mid)
+            valid = isinstance(claimed, str) and claimed in REASONS and claimed not in (PROTECTED, FIT, SUMMARIZED)
+            reasons[mid] = claimed if valid and mid not in broken and mid not in host_removed else CONTEXT_SHIFT
+            if mid not in excluded_order:
+                excluded_order.append(mid)
+    reasons.update(review.rejected)
+    excluded = [
+        prompt.messages[prompt.position[i]] for i in excluded_order
+        if i not in final_kept and i not in summarized
+    ]
+    return ShiftResult(
+        kept=kept,
+        excluded=excluded,
+        truncated=truncated,
+        tokens=outcome.tokens,
+        reasons=reasons,
+        strategy=review.name,
+        diagnostics=diagnostics,
+        budget=budget,
+    )
+
+
+def shift_with_strategy(
+    messages: Sequence[MessageLike],
+    count_tokens: Counter,
+    budget: int,
+    *,
+    strategy: str = "truncate",
+    registry: ContextStrategyRegistry | None = None,
+    manual_excluded_ids: Iterable[str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    per_message_overhead: int = 4,
+) -> ShiftResult:
+    """Shift ``messages`` with the named strategy under the host's guarantees (G1, G6).
+
+    Raises :class:`~contextshift.core.errors.TokenBudgetExceeded` only when the protected context alone
+    does not fit; every strategy failure falls back to ``truncate`` with a diagnostic.
+    """
+    check_budget(budget)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError("timeout must be a positive number of seconds")
+    prompt = Prompt(messages, count_tokens, per_message_overhead)
+    manual_ids = frozenset(manual_excluded_ids or ())
+    registry = default_registry if registry is None else registry
+    request = StrategyRequest(
+        messages=list(prompt.messages),
+        count_tokens=count_tokens,
+        budget=budget,
+        manual_excluded_ids=manual_ids,
+        per_message_overhead=per_message_overhead,
+    )
+    try:
+        chosen = registry.get(strategy)
+    except UnknownStrategy:
+        return _fallback(request, f'context strategy "{strategy}" is not registered; safe truncation used instead')
+    trusted = BUILTIN_STRATEGIES.get(strategy) is chosen
+    try:
+        if trusted:
+            result = chosen(request)
+        else:
+            private = replace(request, messages=copy.deepcopy(request.messages))
+            result = _run_with_timeout(chosen, private, float(timeout))
+        review = _Review(prompt, strategy, result)
+    except _ProtectedRemoved as error:
+        return _fallback(
+            request,
+            f'context strategy "{strategy}" rejected: {error}; safe truncation used instead',
+        )
+    except StrategyFailed as error:
+        return _fallback(request, f'context strategy "{strategy}" failed ({error}); safe truncation used instead')
+    outcome = _finish(prompt, review, budget, count_tokens, per_message_overhead)
+    outcome.diagnostics.insert(0, f'context strategy "{strategy}" applied')
+    return outcome
+
+
+def _fallback(request: StrategyRequest, note: str) -> ShiftResult:
+    result = truncate(request)
+    result.diagnostics.insert(0, note)
+    return result

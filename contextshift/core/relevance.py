@@ -1,0 +1,41 @@
+"""Relevance of retrieved blocks to the current input (G4, P4), offline, with BM25 (``bm25s``).
+
+A block's relevance is in 0..1: half its BM25 score against the query relative to the best-scoring block,
+half the share of the query's terms it contains. A block that shares no term with the query scores 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bm25s
+
+
+def _terms(texts: Sequence[str]) -> list[list[str]]:
+    tokens: list[list[str]] = bm25s.tokenize(
+        list(texts), stopwords="en", show_progress=False, return_ids=False
+    )
+    return tokens
+
+
+def bm25_relevance(query: str, documents: Sequence[str]) -> list[float]:
+    """One relevance score in 0..1 per document, against ``query``."""
+    if not documents:
+        return []
+    query_terms = _terms([query])[0]
+    if not query_terms:
+        return [0.0] * len(documents)
+    corpus = _terms(documents)
+    if not any(corpus):
+        return [0.0] * len(documents)
+    retriever = bm25s.BM25()
+    retriever.index(corpus, show_progress=False)
+    scores = [float(s) for s in retriever.get_scores(query_terms)]
+    best = max(scores)
+    wanted = set(query_terms)
+    out = []
+    for score, terms in zip(scores, corpus, strict=True):
+        coverage = len(wanted.intersection(terms)) / len(wanted)
+        relative = score / best if best > 0 else 0.0
+        out.append(round(0.5 * relative + 0.5 * coverage, 6) if coverage else 0.0)
+    return out

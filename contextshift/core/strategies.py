@@ -1,0 +1,329 @@
+"""Context strategies (G1–G5): the built-ins and the registry plugins extend.
+
+A strategy is a callable taking a :class:`StrategyRequest` and returning a
+:class:`~contextshift.core.shifting.ShiftResult`. Plugins register their own under a name; the host
+(``contextshift.core.host``) runs any strategy under the rules that keep it from bypassing the budget.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .errors import UnknownStrategy
+from .groups import Group
+from .messages import Message
+from .relevance import bm25_relevance
+from .shifting import (
+    CONTEXT_SHIFT,
+    LOW_RELEVANCE,
+    MANUAL,
+    SUMMARIZED,
+    Counter,
+    Outcome,
+    Prompt,
+    ShiftResult,
+    Truncation,
+    build_result,
+    shift_prompt,
+)
+from .summary import extractive_summary
+from .tokens import TokenizerProfile, message_costs, prompt_tokens
+
+STRATEGY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+RETRIEVED_SOURCES = frozenset({"lorebook", "memory"})
+SUMMARIZABLE_SOURCES = frozenset({None, "history", "summary"})
+SUMMARY_ID = "context-summary"
+#: The summary's share of the budget, and its bounds in tokens.
+SUMMARY_SHARE = 0.35
+SUMMARY_MIN_TOKENS = 8
+SUMMARY_MAX_TOKENS = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyRequest:
+    """What a strategy is given. ``messages`` are normalized (every one has an id) and immutable."""
+
+    messages: list[Message]
+    count_tokens: Counter
+    budget: int
+    manual_excluded_ids: frozenset[str] = field(default_factory=frozenset)
+    per_message_overhead: int = 4
+
+
+Strategy = Callable[[StrategyRequest], ShiftResult]
+
+
+def _prompt(request: StrategyRequest) -> Prompt:
+    return Prompt(request.messages, request.count_tokens, request.per_message_overhead)
+
+
+def _excluded_note(count: int) -> list[str]:
+    return [f"context shift excluded {count} message(s)"] if count else []
+
+
+# -- truncate (G2) ----------------------------------------------------------------------------------------
+
+
+def truncate(request: StrategyRequest) -> ShiftResult:
+    """Drop the oldest unprotected tool groups until the prompt fits."""
+    prompt = _prompt(request)
+    outcome = shift_prompt(prompt, request.budget)
+    return build_result(prompt, outcome, request.budget, diagnostics=_excluded_note(len(outcome.removed)))
+
+
+# -- summarize (G3) ---------------------------------------------------------------------------------------
+
+
+def _text_counter(counter: Counter) -> Callable[[str], int]:
+    if isinstance(counter, TokenizerProfile):
+        return counter.count
+    return counter
+
+
+def _current_input_position(messages: Sequence[Message]) -> int:
+    """Where the summary goes: just before the current input (or the last user message, or the end)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].source == "input":
+            return index
+    if messages and messages[-1].role == "user":
+        return len(messages) - 1
+    return len(messages)
+
+
+def _unique_id(base: str, taken: set[str]) -> str:
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    return candidate
+
+
+def summarize(request: StrategyRequest) -> ShiftResult:
+    """Replace the dropped history with one extractive summary placed before the current input."""
+    prompt = _prompt(request)
+    budget = request.budget
+    if prompt.fixed + sum(prompt.costs) <= budget:
+        return build_result(prompt, shift_prompt(prompt, budget), budget, strategy="summarize")
+    probe = Message(role="system", content="", source="summary")
+    overhead = message_costs([probe], request.count_tokens, request.per_message_overhead)[0][0]
+    protected = prompt.fixed + sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
+    target = min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, int(budget * SUMMARY_SHARE)))
+    target = min(target, budget - protected - overhead)
+    if target >= SUMMARY_MIN_TOKENS:
+        outcome = shift_prompt(prompt, budget - target - overhead)
+        sources = sorted(
+            p for p in outcome.removed if prompt.messages[p].source in SUMMARIZABLE_SOURCES
+        )
+        summary_text = extractive_summary(
+            [prompt.messages[p] for p in sources], _text_counter(request.count_tokens), target
+        )
+        if summary_text is not None:
+            result = _with_summary(prompt, request, outcome, sources, summary_text)
+            if result is not None:
+                return result
+    outcome = shift_prompt(prompt, budget)
+    result = build_result(
+        prompt, outcome, budget, strategy="summarize", diagnostics=_excluded_note(len(outcome.removed))
+    )
+    result.diagnostics.append("no room for a context summary; oldest history was dropped instead")
+    return result
+
+
+def _with_summary(
+    prompt: Prompt, request: StrategyRequest, outcome: Outcome, sources: list[int], text: str
+) -> ShiftResult | None:
+    taken = {m.id for m in prompt.messages}
+    summary = Message(
+        role="system",
+        content=text,
+        id=_unique_id(SUMMARY_ID, taken),
+        source="summary",
+        meta={"summary_of": [prompt.messages[p].id for p in sources]},
+    )
+    tokens_before = sum(prompt.costs[p] for p in sources)
+    tokens_after = message_costs([summary], request.count_tokens, request.per_message_overhead)[0][0]
+    if tokens_after >= tokens_before:
+        return None  # a summary no smaller than what it replaces is no summary
+    kept_positions = outcome.kept_positions(len(prompt.messages))
+    kept = [prompt.messages[p] for p in kept_positions]
+    insert_at = _current_input_position(kept)
+    kept.insert(insert_at, summary)
+    tokens = prompt_tokens(kept, request.count_tokens, request.per_message_overhead)
+    if tokens > request.budget:
+        return None
+    result = build_result(
+        prompt, outcome, request.budget, strategy="summarize",
+        diagnostics=_excluded_note(len(outcome.removed)),
+    )
+    summarized = {prompt.messages[p].id for p in sources}
+    for message_id in summarized:
+        result.reasons[message_id] = SUMMARIZED
+    result.excluded = [m for m in result.excluded if m.id not in summarized]
+    result.kept = kept
+    result.tokens = tokens
+    result.truncated = [
+        Truncation(summary, [prompt.messages[p].id for p in sources], tokens_before, tokens_after)
+    ]
+    result.diagnostics.append(f"context summary created for {len(sources)} message(s)")
+    return result
+
+
+# -- vector-recall (G4) -----------------------------------------------------------------------------------
+
+
+def _query(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.source == "input":
+            return message.text
+    for message in reversed(messages):
+        if message.role == "user":
+            return message.text
+    return ""
+
+
+def vector_recall(request: StrategyRequest) -> ShiftResult:
+    """Drop lorebook and memory blocks of low relevance first, then old history oldest first."""
+    prompt = _prompt(request)
+    messages = prompt.messages
+    relevance: dict[int, float] = {}
+    missing = [
+        p for p, m in enumerate(messages) if m.source in RETRIEVED_SOURCES and m.relevance is None
+    ]
+    diagnostics = []
+    if missing:
+        scores = bm25_relevance(_query(messages), [messages[p].text for p in missing])
+        relevance.update(zip(missing, scores, strict=True))
+        diagnostics.append(f"relevance computed with BM25 for {len(missing)} block(s)")
+    for position, message in enumerate(messages):
+        if message.source in RETRIEVED_SOURCES and message.relevance is not None:
+            value = float(message.relevance)
+            relevance[position] = min(1.0, max(0.0, value)) if value == value else 0.0
+
+    def retrieved(group: Group) -> float | None:
+        scores = [relevance[p] for p in group.members if p in relevance]
+        return max(scores) if scores else None
+
+    def priority(number: int) -> tuple[int, float, int]:
+        group = prompt.groups[number]
+        score = retrieved(group)
+        return (0, score, group.first) if score is not None else (1, 0.0, group.first)
+
+    order = sorted(range(len(prompt.groups)), key=priority)
+    outcome = shift_prompt(
+        prompt,
+        request.budget,
+        order=order,
+        reason=lambda g: LOW_RELEVANCE if retrieved(g) is not None else CONTEXT_SHIFT,
+    )
+    diagnostics.extend(_excluded_note(len(outcome.removed)))
+    return build_result(prompt, outcome, request.budget, strategy="vector-recall", diagnostics=diagnostics)
+
+
+# -- manual (G5) ------------------------------------------------------------------------------------------
+
+
+def manual_selection(messages: Sequence[Message], explicit: frozenset[str]) -> list[str]:
+    """The ids the user excluded: ``meta.manualExcluded`` flags plus explicitly given ids, in prompt order."""
+    known = {m.id for m in messages}
+    flagged = [m.id for m in messages if m.meta.get("manualExcluded") is True or m.id in explicit]
+    return flagged + sorted(explicit - known)
+
+
+def manual(request: StrategyRequest) -> ShiftResult:
+    """Exclude the user's selection with its tool partners, then shift normally if still over budget."""
+    prompt = _prompt(request)
+    diagnostics: list[str] = []
+    removed: dict[int, str] = {}
+    for message_id in manual_selection(prompt.messages, request.manual_excluded_ids):
+        if message_id not in prompt.position:
+            diagnostics.append(f"manual exclusion of unknown message {message_id!r} ignored")
+            continue
+        group = prompt.group_of(message_id)
+        if group.protected:
+            diagnostics.append(f"manual exclusion of {message_id!r} ignored: its tool group is protected")
+            continue
+        for position in group.members:
+            removed.setdefault(position, MANUAL)
+    outcome = shift_prompt(prompt, request.budget, removed=removed)
+    if len(outcome.removed) > len(removed):
+        diagnostics.append("manual exclusions were insufficient; safe truncation continued")
+    if removed:
+        diagnostics.append(f"manual selection excluded {len(removed)} message(s)")
+    return build_result(prompt, outcome, request.budget, strategy="manual", diagnostics=diagnostics)
+
+
+# -- registry (G1) ----------------------------------------------------------------------------------------
+
+BUILTIN_STRATEGIES: dict[str, Strategy] = {
+    "truncate": truncate,
+    "summarize": summarize,
+    "vector-recall": vector_recall,
+    "manual": manual,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Registration:
+    name: str
+    strategy: Strategy
+    priority: int
+    serial: int
+
+
+class ContextStrategyRegistry:
+    """Strategies by name. A higher-priority registration of a name overrides a lower one until cleaned up."""
+
+    def __init__(self, *, builtins: bool = True) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[_Registration]] = {}
+        self._serial = 0
+        if builtins:
+            for name, strategy in BUILTIN_STRATEGIES.items():
+                self.register(name, strategy)
+
+    def register(self, name: str, strategy: Strategy, *, priority: int = 0) -> Callable[[], None]:
+        """Add ``strategy`` under ``name``; the returned cleanup removes exactly this registration."""
+        if not isinstance(name, str) or not STRATEGY_NAME.match(name):
+            raise ValueError(
+                f"strategy name {name!r} must be 1-128 characters of a-z, 0-9, '.', '_' or '-', "
+                "starting with a letter or digit"
+            )
+        if not callable(strategy):
+            raise TypeError(f"strategy {name!r} must be callable")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError("priority must be an integer")
+        with self._lock:
+            self._serial += 1
+            entry = _Registration(name, strategy, priority, self._serial)
+            stack = self._entries.setdefault(name, [])
+            stack.append(entry)
+            # Highest priority first; on equal priority the earlier registration stays first.
+            stack.sort(key=lambda e: (-e.priority, e.serial))
+
+        def cleanup() -> None:
+            with self._lock:
+                current = self._entries.get(name, [])
+                if entry in current:
+                    current.remove(entry)
+                if not current:
+                    self._entries.pop(name, None)
+
+        return cleanup
+
+    def get(self, name: str) -> Strategy:
+        with self._lock:
+            stack = self._entries.get(name)
+            if not stack:
+                raise UnknownStrategy(name)
+            return stack[0].strategy
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        with self._lock:
+            return name in self._entries

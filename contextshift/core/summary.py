@@ -1,0 +1,166 @@
+"""A local extractive summary of dropped history (G3): no model call, deterministic.
+
+The history is cut into sentences. Each sentence is scored for what a reader would miss: names (capitalized
+words inside a sentence), numbers, decisions and commitments, questions, and words that are rare in the
+dropped history (a repeated phrase scores once). The best sentences that fit the target are kept and
+printed in chronological order, one line each, ``- role: sentence``. A long sentence is cut at a word
+boundary, never inside a word. Shrinking drops the least informative lines first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter as Tally
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .messages import Message
+
+SUMMARY_HEADER = "[Summary of earlier context]"
+MAX_SENTENCE_CHARS = 240
+ELLIPSIS = "…"
+
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
+_WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
+_NUMBER = re.compile(r"\d")
+_DECISION = re.compile(
+    r"\b(decid\w*|agree\w*|will|won't|must|plan\w*|promis\w*|cho(?:se|ose|sen)|need\w*|should|deadline|"
+    r"confirm\w*|remember|always|never|important|goal|deal|settled|booked|ordered|paid|owe\w*)\b",
+    re.IGNORECASE,
+)
+_STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same she so some such than that
+    the their theirs them themselves then there these they this those through to too under until up very was
+    we were what when where which while who whom why with you your yours yourself yourselves yes ok okay oh
+    also like get got one would let lets""".split()
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    order: int  # chronological position
+    role: str
+    workspace: str | None
+    text: str
+    score: float
+
+
+def _cut_at_word(text: str, limit: int) -> str:
+    """At most ``limit`` characters of ``text``, ending on a whole word, with an ellipsis if cut."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(0, limit - 1)]
+    space = cut.rfind(" ")
+    if space > 0:
+        cut = cut[:space]
+    elif len(text) > limit:  # a single word longer than the limit: keep none of it rather than half
+        return ""
+    return cut.rstrip(" ,;:-") + ELLIPSIS
+
+
+def _sentences(text: str) -> list[str]:
+    out = []
+    for piece in _SENTENCE_END.split(text):
+        piece = " ".join(piece.split())
+        if piece:
+            out.append(piece)
+    return out
+
+
+def _units(messages: Sequence[Message]) -> list[_Unit]:
+    raw: list[tuple[int, Message, str]] = []
+    for message in messages:
+        for sentence in _sentences(message.text):
+            raw.append((len(raw), message, sentence))
+    seen: set[str] = set()
+    distinct: list[tuple[int, Message, str]] = []
+    for order, message, sentence in raw:
+        key = " ".join(w.lower() for w in _WORD.findall(sentence))
+        if key and key not in seen:
+            seen.add(key)
+            distinct.append((order, message, sentence))
+    document_frequency: Tally[str] = Tally()
+    tokenized = []
+    for _, _, sentence in distinct:
+        words = _WORD.findall(sentence)
+        content = {w.lower() for w in words if len(w) > 2 and w.lower() not in _STOPWORDS}
+        document_frequency.update(content)
+        tokenized.append((words, content))
+    total = max(1, len(distinct))
+    units = []
+    for (order, message, sentence), (words, content) in zip(distinct, tokenized, strict=True):
+        rarity = sum(math.log(1 + total / document_frequency[w]) for w in content)
+        rarity /= 1 + math.log(1 + len(words))
+        names = sum(1 for w in words[1:] if w[:1].isupper() and not w.isupper()) + sum(
+            1 for w in words if w.isupper() and len(w) > 1
+        )
+        numbers = len(_NUMBER.findall(sentence))
+        score = rarity + 1.5 * min(names, 3) + 1.0 * min(numbers, 4)
+        if _DECISION.search(sentence):
+            score += 2.0
+        if sentence.rstrip().endswith("?"):
+            score += 1.5
+        if len(words) < 3:
+            score -= 1.0
+        units.append(
+            _Unit(
+                order=order,
+                role=message.role,
+                workspace=message.workspace,
+                text=_cut_at_word(sentence, MAX_SENTENCE_CHARS),
+                score=score,
+            )
+        )
+    return [u for u in units if u.text]
+
+
+def _render(units: Sequence[_Unit], with_workspace: bool) -> str:
+    lines = [SUMMARY_HEADER]
+    for unit in sorted(units, key=lambda u: u.order):
+        where = f"[{unit.workspace}] " if with_workspace and unit.workspace else ""
+        lines.append(f"- {where}{unit.role}: {unit.text}")
+    return "\n".join(lines)
+
+
+def extractive_summary(
+    messages: Sequence[Message], count: Callable[[str], int], target_tokens: int
+) -> str | None:
+    """The most informative sentences of ``messages`` that fit ``target_tokens``; None if nothing fits."""
+    units = _units(messages)
+    if not units:
+        return None
+    with_workspace = len({m.workspace for m in messages if m.workspace}) > 1
+    header = count(SUMMARY_HEADER)
+    if header >= target_tokens:
+        return None
+    ranked = sorted(units, key=lambda u: (-u.score, -u.order))
+    chosen: list[_Unit] = []
+    used = header
+    for unit in ranked:
+        cost = count(_render([unit], with_workspace)) - header
+        if used + cost <= target_tokens:
+            chosen.append(unit)
+            used += cost
+    if not chosen:
+        best = ranked[0]
+        words = best.text.rstrip(ELLIPSIS).split(" ")
+        low, high = 0, len(words)
+        while low < high:  # the longest word prefix of the best sentence that fits
+            mid = (low + high + 1) // 2
+            trial = _Unit(best.order, best.role, best.workspace, " ".join(words[:mid]) + ELLIPSIS, best.score)
+            if count(_render([trial], with_workspace)) <= target_tokens:
+                low = mid
+            else:
+                high = mid - 1
+        if low == 0:
+            return None
+        chosen = [_Unit(best.order, best.role, best.workspace, " ".join(words[:low]) + ELLIPSIS, best.score)]
+    text = _render(chosen, with_workspace)
+    while count(text) > target_tokens and len(chosen) > 1:  # line sums can undercount a whole text
+        chosen.remove(min(chosen, key=lambda u: (u.score, u.order)))
+        text = _render(chosen, with_workspace)
+    return text if count(text) <= target_tokens else None

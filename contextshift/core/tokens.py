@@ -1,0 +1,262 @@
+"""Token counting (T1–T4): the profile protocol, the script-aware approximate profile and message costs.
+
+A *counter* is either a plain callable ``str -> int`` or a :class:`TokenizerProfile`. Plain callables are
+charged ``count(text) + per_message_overhead`` per message; a profile's own ``count_messages`` decides
+(it knows the chat format's per-message and priming overhead). Exact profiles live in
+``contextshift.tokenizers``; this module stays free of any tokenizer engine.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from .messages import Message
+
+TokenCounter = Callable[[str], int]
+
+#: T3: fixed cost of one image part and one file part, for plain callable counters.
+IMAGE_PART_TOKENS = 765  # OpenAI's price of a high-detail 1024x1024 image: 85 + 4 tiles x 170
+FILE_PART_TOKENS = 1024
+
+#: OpenAI chat format: every message costs 3 tokens of framing, a ``name`` one more, and the reply is
+#: primed with 3 tokens (``<|start|>assistant<|message|>``).
+OPENAI_TOKENS_PER_MESSAGE = 3
+OPENAI_TOKENS_PER_NAME = 1
+OPENAI_REPLY_PRIMING = 3
+
+
+@runtime_checkable
+class TokenizerProfile(Protocol):
+    """T1: a named way of counting tokens for one provider's chat format."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def approximate(self) -> bool: ...
+
+    def count(self, text: str) -> int: ...
+
+    def count_messages(self, messages: Sequence[Message]) -> int: ...
+
+
+class CountCache:
+    """T4: counts memoized by content (a bounded LRU keyed by the text itself, i.e. by its hash)."""
+
+    __slots__ = ("_entries", "hits", "limit", "misses")
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self._entries: OrderedDict[str, int] = OrderedDict()
+        self.limit = limit
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, text: str) -> int | None:
+        value = self._entries.get(text)
+        if value is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._entries.move_to_end(text)
+        return value
+
+    def put(self, text: str, value: int) -> None:
+        self._entries[text] = value
+        if len(self._entries) > self.limit:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+class ChatFormatProfile:
+    """A profile that counts text with ``count_text`` and adds OpenAI-style chat framing.
+
+    Subclasses implement :meth:`count_text` (and optionally :meth:`count_texts` for batches); this class
+    adds the content cache, media costs and the whole-prompt count.
+    """
+
+    image_tokens: int = IMAGE_PART_TOKENS
+    file_tokens: int = FILE_PART_TOKENS
+    tokens_per_message: int = OPENAI_TOKENS_PER_MESSAGE
+    tokens_per_name: int = OPENAI_TOKENS_PER_NAME
+    reply_priming: int = OPENAI_REPLY_PRIMING
+
+    def __init__(self, name: str, *, approximate: bool, cache_limit: int = 200_000) -> None:
+        self._name = name
+        self._approximate = approximate
+        self.cache = CountCache(cache_limit)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def approximate(self) -> bool:
+        return self._approximate
+
+    def count_text(self, text: str) -> int:
+        raise NotImplementedError
+
+    def count_texts(self, texts: Sequence[str]) -> list[int]:
+        return [self.count_text(t) for t in texts]
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        cached = self.cache.get(text)
+        if cached is None:
+            cached = self.count_text(text)
+            self.cache.put(text, cached)
+        return cached
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Counts for many texts, sending only the uncached ones to the engine, in one batch."""
+        out: list[int | None] = [self.cache.get(t) if t else 0 for t in texts]
+        missing = [i for i, value in enumerate(out) if value is None]
+        if missing:
+            fresh = self.count_texts([texts[i] for i in missing])
+            for i, value in zip(missing, fresh, strict=True):
+                self.cache.put(texts[i], value)
+                out[i] = value
+        return [v if v is not None else 0 for v in out]
+
+    def message_tokens(self, message: Message, text_tokens: int | None = None) -> int:
+        """One message's cost in this chat format: framing, name, text, media."""
+        tokens = self.tokens_per_message + (self.count(message.text) if text_tokens is None else text_tokens)
+        if message.name:
+            tokens += self.tokens_per_name + self.count(message.name)
+        images, files = message.media_parts()
+        return tokens + images * self.image_tokens + files * self.file_tokens
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        if not messages:
+            return 0
+        texts = self.count_many([m.text for m in messages])
+        return self.reply_priming + sum(self.message_tokens(m, t) for m, t in zip(messages, texts, strict=True))
+
+
+# -- the approximate profile ------------------------------------------------------------------------------
+
+#: Characters per token by script. Latin text is about 4 characters a token; scripts that BPE
+#: vocabularies cover thinly cost more. The rates err on the high side so an estimate rarely undercounts.
+CHARS_PER_TOKEN: dict[str, float] = {
+    "latin": 4.0,  # letters, spaces and punctuation of Latin-script text
+    "digit": 2.0,
+    "cyrillic": 2.5,  # also Greek, Armenian, Georgian
+    "cjk": 1.0,  # Han, kana, Hangul
+    "other": 2.0,  # Arabic, Hebrew, Indic, Thai and the rest
+    "emoji": 0.5,  # pictographs and other symbols: about two tokens each
+}
+
+
+def _script(char: str) -> str:
+    code = ord(char)
+    if code < 0x80:
+        return "digit" if char.isdigit() else "latin"
+    if 0x0370 <= code <= 0x058F or 0x10A0 <= code <= 0x10FF:
+        return "cyrillic"
+    if (
+        0x2E80 <= code <= 0x9FFF
+        or 0xAC00 <= code <= 0xD7AF
+        or 0xF900 <= code <= 0xFAFF
+        or 0xFF00 <= code <= 0xFFEF
+        or 0x20000 <= code <= 0x3FFFF
+    ):
+        return "cjk"
+    category = unicodedata.category(char)
+    if category.startswith("Nd"):
+        return "digit"
+    if category == "So" or 0x1F000 <= code <= 0x1FAFF:
+        return "emoji"
+    if code <= 0x024F or category[0] in "PZ" or category in ("Mn", "Sk", "Sm", "Sc", "Cf"):
+        return "latin"
+    return "other"
+
+
+def approximate_count(text: str) -> int:
+    """The script-aware estimate: the sum of 1/rate over the characters, rounded up; 0 only for ''."""
+    if not text:
+        return 0
+    if text.isascii():
+        digits = sum(1 for c in text if c.isdigit()) if any(c.isdigit() for c in text) else 0
+        total = (len(text) - digits) / CHARS_PER_TOKEN["latin"] + digits / CHARS_PER_TOKEN["digit"]
+    else:
+        total = 0.0
+        for char in text:
+            total += 1.0 / CHARS_PER_TOKEN[_script(char)]
+    return max(1, math.ceil(total - 1e-9))
+
+
+class ApproximateProfile(ChatFormatProfile):
+    """T2: the offline estimate used for unknown models; every report marks it approximate."""
+
+    def __init__(self, name: str = "approximate") -> None:
+        super().__init__(name, approximate=True)
+
+    def count_text(self, text: str) -> int:
+        return approximate_count(text)
+
+
+# -- message costs for shifting ---------------------------------------------------------------------------
+
+
+def _checked(value: object, message_id: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"message {message_id}: the token counter returned {value!r}, not an integer")
+    if value < 0:
+        raise ValueError(f"message {message_id}: the token counter returned a negative count ({value})")
+    return value
+
+
+def message_costs(
+    messages: Sequence[Message], counter: TokenCounter | TokenizerProfile, per_message_overhead: int
+) -> tuple[list[int], int]:
+    """Each message's cost and the fixed cost of the prompt as a whole (reply priming).
+
+    A plain callable is charged ``count(text) + per_message_overhead`` per message (plus the fixed cost of
+    image and file parts). A profile is asked for its own per-message cost: ``message_tokens`` where it has
+    one, otherwise ``count_messages([m]) - count_messages([])`` less its priming.
+    """
+    if isinstance(per_message_overhead, bool) or not isinstance(per_message_overhead, int):
+        raise TypeError("per_message_overhead must be an integer")
+    if per_message_overhead < 0:
+        raise ValueError("per_message_overhead must not be negative")
+    if isinstance(counter, ChatFormatProfile):
+        texts = counter.count_many([m.text for m in messages])
+        costs = [counter.message_tokens(m, t) for m, t in zip(messages, texts, strict=True)]
+        return costs, counter.reply_priming if messages else 0
+    if isinstance(counter, TokenizerProfile):
+        empty = _checked(counter.count_messages([]), "(empty prompt)")
+        costs = []
+        for message in messages:
+            one = _checked(counter.count_messages([message]), message.id)
+            costs.append(max(0, one - empty))
+        return costs, empty
+    if not callable(counter):
+        raise TypeError("count_tokens must be a callable str -> int or a tokenizer profile")
+    costs = []
+    memo: dict[str, int] = {}
+    for message in messages:
+        text = message.text
+        counted = memo.get(text)
+        if counted is None:
+            counted = _checked(counter(text), message.id)
+            memo[text] = counted
+        images, files = message.media_parts()
+        costs.append(counted + per_message_overhead + images * IMAGE_PART_TOKENS + files * FILE_PART_TOKENS)
+    return costs, 0
+
+
+def prompt_tokens(
+    messages: Sequence[Message], counter: TokenCounter | TokenizerProfile, per_message_overhead: int
+) -> int:
+    """A fresh count of a whole prompt, by the same rules shifting uses (S6)."""
+    if isinstance(counter, TokenizerProfile) and not isinstance(counter, ChatFormatProfile):
+        return _checked(counter.count_messages(list(messages)), "(prompt)") if messages else 0
+    costs, fixed = message_costs(messages, counter, per_message_overhead)
+    return sum(costs) + fixed
