@@ -90,7 +90,8 @@ class _Review:
         by_id = prompt.position
         kept_inputs = {m.id for m in kept if m.id in by_id}
         missing_protected = [
-            m.id for p, m in enumerate(prompt.messages)
+            m.id
+            for p, m in enumerate(prompt.messages)
             if prompt.groups[prompt.owner[p]].protected and m.id not in kept_inputs
         ]
         if missing_protected:
@@ -141,9 +142,7 @@ class _Review:
                 pending.append(_unprotected(message))
             else:
                 self.rejected[message.id or "(no id)"] = PLUGIN_REJECTED
-                self.diagnostics.append(
-                    f'context strategy "{name}" added an undeclared message; it was rejected'
-                )
+                self.diagnostics.append(f'context strategy "{name}" added an undeclared message; it was rejected')
         for offset, extra in enumerate(pending):
             ordered.append((len(prompt.messages), 0, offset, extra))
         if edited:
@@ -174,7 +173,7 @@ class _ProtectedRemoved(StrategyFailed):
 def _unprotected(message: Message) -> Message:
     """A strategy's replacement can never be protected."""
     source = message.source
-    if message.role == "system" and source in PROTECTED_SYSTEM_SOURCES or source == "input":
+    if (message.role == "system" and source in PROTECTED_SYSTEM_SOURCES) or source == "input":
         source = "summary"
     return replace(message, pinned=False, source=source)
 
@@ -190,9 +189,7 @@ def _heal_groups(prompt: Prompt, kept_ids: set[str]) -> list[str]:
     return broken
 
 
-def _finish(
-    prompt: Prompt, review: _Review, budget: int, counter: Counter, per_message_overhead: int
-) -> ShiftResult:
+def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_message_overhead: int) -> ShiftResult:
     diagnostics = list(review.strategy_diagnostics) + review.diagnostics
     kept_ids = {m.id for m in review.kept}
     broken = set(_heal_groups(prompt, kept_ids))
@@ -219,8 +216,7 @@ def _finish(
         if rid in host_removed:
             excluded_order.extend(s for s in entry.source_ids if s not in excluded_order)
     excluded_order.extend(
-        i for i in (final.messages[p].id for p in outcome.removed)
-        if i in prompt.position and i not in excluded_order
+        i for i in (final.messages[p].id for p in outcome.removed) if i in prompt.position and i not in excluded_order
     )
     final_kept = {m.id for m in kept}
     for position, message in enumerate(prompt.messages):
@@ -231,14 +227,19 @@ def _finish(
             reasons[mid] = SUMMARIZED
         else:
             claimed = review.strategy_reasons.get(mid)
-            valid = isinstance(claimed, str) and claimed in REASONS and claimed not in (PROTECTED, FIT, SUMMARIZED)
-            reasons[mid] = claimed if valid and mid not in broken and mid not in host_removed else CONTEXT_SHIFT
+            trusted_claim = (
+                isinstance(claimed, str)
+                and claimed in REASONS
+                and claimed not in (PROTECTED, FIT, SUMMARIZED)
+                and mid not in broken
+                and mid not in host_removed
+            )
+            reasons[mid] = claimed if trusted_claim and isinstance(claimed, str) else CONTEXT_SHIFT
             if mid not in excluded_order:
                 excluded_order.append(mid)
     reasons.update(review.rejected)
     excluded = [
-        prompt.messages[prompt.position[i]] for i in excluded_order
-        if i not in final_kept and i not in summarized
+        prompt.messages[prompt.position[i]] for i in excluded_order if i not in final_kept and i not in summarized
     ]
     return ShiftResult(
         kept=kept,

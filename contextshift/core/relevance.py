@@ -12,9 +12,7 @@ import bm25s
 
 
 def _terms(texts: Sequence[str]) -> list[list[str]]:
-    tokens: list[list[str]] = bm25s.tokenize(
-        list(texts), stopwords="en", show_progress=False, return_ids=False
-    )
+    tokens: list[list[str]] = bm25s.tokenize(list(texts), stopwords="en", show_progress=False, return_ids=False)
     return tokens
 
 

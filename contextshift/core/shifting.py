@@ -84,9 +84,7 @@ def check_budget(budget: object) -> int:
 class Prompt:
     """A normalized prompt with every message counted once and its tool groups found."""
 
-    def __init__(
-        self, messages: Sequence[MessageLike], counter: Counter, per_message_overhead: int = 4
-    ) -> None:
+    def __init__(self, messages: Sequence[MessageLike], counter: Counter, per_message_overhead: int = 4) -> None:
         self.messages: list[Message] = normalize_messages(messages)
         self.counter = counter
         self.per_message_overhead = per_message_overhead
@@ -140,12 +138,11 @@ def shift_prompt(
     pre_gone_groups = {prompt.owner[p] for p in gone}
     total = prompt.fixed + sum(c for p, c in enumerate(prompt.costs) if p not in gone)
     candidates = [
-        n for n in (range(len(prompt.groups)) if order is None else order)
+        n
+        for n in (range(len(prompt.groups)) if order is None else order)
         if not prompt.groups[n].protected and n not in pre_gone_groups
     ]
-    protected_total = prompt.fixed + sum(
-        prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected
-    )
+    protected_total = prompt.fixed + sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
     if protected_total > budget:
         raise TokenBudgetExceeded(protected_total, budget)
     label = reason or (lambda _group: "context-shift")

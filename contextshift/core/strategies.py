@@ -114,9 +114,7 @@ def summarize(request: StrategyRequest) -> ShiftResult:
     target = min(target, budget - protected - overhead)
     if target >= SUMMARY_MIN_TOKENS:
         outcome = shift_prompt(prompt, budget - target - overhead)
-        sources = sorted(
-            p for p in outcome.removed if prompt.messages[p].source in SUMMARIZABLE_SOURCES
-        )
+        sources = sorted(p for p in outcome.removed if prompt.messages[p].source in SUMMARIZABLE_SOURCES)
         summary_text = extractive_summary(
             [prompt.messages[p] for p in sources], _text_counter(request.count_tokens), target
         )
@@ -155,8 +153,11 @@ def _with_summary(
     if tokens > request.budget:
         return None
     result = build_result(
-        prompt, outcome, request.budget, strategy="summarize",
-        diagnostics=_excluded_note(len(outcome.removed)),
+        prompt,
+        outcome,
+        request.budget,
+        strategy="summarize",
+        diagnostics=_excluded_note(len(outcome.removed) - len(sources)),
     )
     summarized = {prompt.messages[p].id for p in sources}
     for message_id in summarized:
@@ -164,9 +165,7 @@ def _with_summary(
     result.excluded = [m for m in result.excluded if m.id not in summarized]
     result.kept = kept
     result.tokens = tokens
-    result.truncated = [
-        Truncation(summary, [prompt.messages[p].id for p in sources], tokens_before, tokens_after)
-    ]
+    result.truncated = [Truncation(summary, [prompt.messages[p].id for p in sources], tokens_before, tokens_after)]
     result.diagnostics.append(f"context summary created for {len(sources)} message(s)")
     return result
 
@@ -189,9 +188,7 @@ def vector_recall(request: StrategyRequest) -> ShiftResult:
     prompt = _prompt(request)
     messages = prompt.messages
     relevance: dict[int, float] = {}
-    missing = [
-        p for p, m in enumerate(messages) if m.source in RETRIEVED_SOURCES and m.relevance is None
-    ]
+    missing = [p for p, m in enumerate(messages) if m.source in RETRIEVED_SOURCES and m.relevance is None]
     diagnostics = []
     if missing:
         scores = bm25_relevance(_query(messages), [messages[p].text for p in missing])

@@ -4,7 +4,8 @@ The history is cut into sentences. Each sentence is scored for what a reader wou
 words inside a sentence), numbers, decisions and commitments, questions, and words that are rare in the
 dropped history (a repeated phrase scores once). The best sentences that fit the target are kept and
 printed in chronological order, one line each, ``- role: sentence``. A long sentence is cut at a word
-boundary, never inside a word. Shrinking drops the least informative lines first.
+boundary, never inside a word. A line that mostly repeats a better one is left out. Shrinking drops
+the least informative lines first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from .messages import Message
 SUMMARY_HEADER = "[Summary of earlier context]"
 MAX_SENTENCE_CHARS = 240
 ELLIPSIS = "…"
+#: Lines sharing more than this share of their content words with a chosen line are left out.
+NEAR_DUPLICATE = 0.5
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
@@ -30,13 +33,15 @@ _DECISION = re.compile(
     re.IGNORECASE,
 )
 _STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having
-    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
-    nor not now of off on once only or other our ours ourselves out over own same she so some such than that
-    the their theirs them themselves then there these they this those through to too under until up very was
-    we were what when where which while who whom why with you your yours yourself yourselves yes ok okay oh
-    also like get got one would let lets""".split()
+    """
+    a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself no nor not now of off on once only or other our ours ourselves out over own
+    same she so some such than that the their theirs them themselves then there these they this
+    those through to too under until up very was we were what when where which while who whom why
+    with you your yours yourself yourselves yes ok okay oh also like get got one would let lets
+    """.split()  # noqa: SIM905
 )
 
 
@@ -47,6 +52,13 @@ class _Unit:
     workspace: str | None
     text: str
     score: float
+    terms: frozenset[str] = frozenset()
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
 
 
 def _cut_at_word(text: str, limit: int) -> str:
@@ -113,6 +125,7 @@ def _units(messages: Sequence[Message]) -> list[_Unit]:
                 workspace=message.workspace,
                 text=_cut_at_word(sentence, MAX_SENTENCE_CHARS),
                 score=score,
+                terms=frozenset(content),
             )
         )
     return [u for u in units if u.text]
@@ -126,9 +139,7 @@ def _render(units: Sequence[_Unit], with_workspace: bool) -> str:
     return "\n".join(lines)
 
 
-def extractive_summary(
-    messages: Sequence[Message], count: Callable[[str], int], target_tokens: int
-) -> str | None:
+def extractive_summary(messages: Sequence[Message], count: Callable[[str], int], target_tokens: int) -> str | None:
     """The most informative sentences of ``messages`` that fit ``target_tokens``; None if nothing fits."""
     units = _units(messages)
     if not units:
@@ -141,6 +152,8 @@ def extractive_summary(
     chosen: list[_Unit] = []
     used = header
     for unit in ranked:
+        if any(_overlap(unit.terms, other.terms) > NEAR_DUPLICATE for other in chosen):
+            continue  # says again what a better line already says
         cost = count(_render([unit], with_workspace)) - header
         if used + cost <= target_tokens:
             chosen.append(unit)

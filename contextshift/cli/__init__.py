@@ -1,0 +1,1 @@
+"""The command line: ``contextshift preview`` (and the service, once it exists)."""
