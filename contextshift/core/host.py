@@ -9,7 +9,6 @@ is recounted by the host itself, which shifts again where the strategy's own cou
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -30,6 +29,8 @@ from .shifting import (
     shift_prompt,
 )
 from .strategies import BUILTIN_STRATEGIES, ContextStrategyRegistry, Strategy, StrategyRequest, truncate
+from .timeouts import PluginFailed as StrategyFailed
+from .timeouts import call_with_timeout
 
 DEFAULT_TIMEOUT = 15.0
 MAX_DIAGNOSTIC_CHARS = 4096
@@ -38,28 +39,8 @@ MAX_DIAGNOSTIC_CHARS = 4096
 default_registry = ContextStrategyRegistry()
 
 
-class StrategyFailed(Exception):
-    pass
-
-
-def _run_with_timeout(strategy: Strategy, request: StrategyRequest, timeout: float) -> ShiftResult:
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = strategy(request)
-        except BaseException as error:  # a plugin's failure is reported, never raised through the host
-            box["error"] = error
-
-    worker = threading.Thread(target=target, name="contextshift-strategy", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        raise StrategyFailed(f"timed out after {timeout:g} s")
-    if "error" in box:
-        error = box["error"]
-        raise StrategyFailed(f"raised {type(error).__name__}")
-    result = box.get("result")
+def _run(strategy: Strategy, request: StrategyRequest, timeout: float) -> ShiftResult:
+    result = call_with_timeout(lambda: strategy(request), timeout, name="contextshift-strategy")
     if not isinstance(result, ShiftResult):
         raise StrategyFailed(f"returned {type(result).__name__}, not a ShiftResult")
     return result
@@ -292,7 +273,7 @@ def shift_with_strategy(
             result = chosen(request)
         else:
             private = replace(request, messages=copy.deepcopy(request.messages))
-            result = _run_with_timeout(chosen, private, float(timeout))
+            result = _run(chosen, private, float(timeout))
         review = _Review(prompt, strategy, result)
     except _ProtectedRemoved as error:
         return _fallback(

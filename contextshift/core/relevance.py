@@ -1,5 +1,8 @@
 """Relevance of retrieved blocks to the current input (G4, P4), offline, with BM25 (``bm25s``).
 
+Words are lower-cased, English stop words dropped and the rest stemmed (Snowball, ``PyStemmer``), so
+"flights" finds "flight".
+
 A block's relevance is in 0..1: half its BM25 score against the query relative to the best-scoring block,
 half the share of the query's terms it contains. A block that shares no term with the query scores 0.
 """
@@ -8,11 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from functools import cache
+
 import bm25s
+import Stemmer
+
+
+@cache
+def _stemmer() -> Stemmer.Stemmer:
+    return Stemmer.Stemmer("english")
 
 
 def _terms(texts: Sequence[str]) -> list[list[str]]:
-    tokens: list[list[str]] = bm25s.tokenize(list(texts), stopwords="en", show_progress=False, return_ids=False)
+    tokens: list[list[str]] = bm25s.tokenize(
+        list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=False
+    )
     return tokens
 
 

@@ -136,20 +136,23 @@ def shift_prompt(
     gone: dict[int, str] = dict(removed or {})
     removal: list[int] = list(gone)
     pre_gone_groups = {prompt.owner[p] for p in gone}
-    total = prompt.fixed + sum(c for p, c in enumerate(prompt.costs) if p not in gone)
+    remaining = len(prompt.messages) - len(gone)
+    # The fixed cost (reply priming) belongs to a prompt with at least one message; an empty one costs 0.
+    total = (prompt.fixed if remaining else 0) + sum(c for p, c in enumerate(prompt.costs) if p not in gone)
     candidates = [
         n
         for n in (range(len(prompt.groups)) if order is None else order)
         if not prompt.groups[n].protected and n not in pre_gone_groups
     ]
-    protected_total = prompt.fixed + sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
+    protected_groups = [n for n, g in enumerate(prompt.groups) if g.protected]
+    protected_total = (prompt.fixed if protected_groups else 0) + sum(prompt.group_costs[n] for n in protected_groups)
     if protected_total > budget:
         raise TokenBudgetExceeded(protected_total, budget)
     label = reason or (lambda _group: "context-shift")
     queue = iter(candidates)
 
     def remove_next() -> bool:
-        nonlocal total
+        nonlocal total, remaining
         number = next(queue, None)
         if number is None:
             return False
@@ -160,6 +163,9 @@ def shift_prompt(
                 gone[position] = code
                 removal.append(position)
                 total -= prompt.costs[position]
+                remaining -= 1
+        if not remaining:
+            total = 0
         return True
 
     while total > budget and remove_next():

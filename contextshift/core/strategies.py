@@ -229,12 +229,11 @@ def manual_selection(messages: Sequence[Message], explicit: frozenset[str]) -> l
     return flagged + sorted(explicit - known)
 
 
-def manual(request: StrategyRequest) -> ShiftResult:
-    """Exclude the user's selection with its tool partners, then shift normally if still over budget."""
-    prompt = _prompt(request)
+def manual_removals(prompt: Prompt, explicit: frozenset[str] = frozenset()) -> tuple[dict[int, str], list[str]]:
+    """Positions the user's selection takes out (with whole tool groups), and notes on what was refused."""
     diagnostics: list[str] = []
     removed: dict[int, str] = {}
-    for message_id in manual_selection(prompt.messages, request.manual_excluded_ids):
+    for message_id in manual_selection(prompt.messages, explicit):
         if message_id not in prompt.position:
             diagnostics.append(f"manual exclusion of unknown message {message_id!r} ignored")
             continue
@@ -244,6 +243,13 @@ def manual(request: StrategyRequest) -> ShiftResult:
             continue
         for position in group.members:
             removed.setdefault(position, MANUAL)
+    return removed, diagnostics
+
+
+def manual(request: StrategyRequest) -> ShiftResult:
+    """Exclude the user's selection with its tool partners, then shift normally if still over budget."""
+    prompt = _prompt(request)
+    removed, diagnostics = manual_removals(prompt, request.manual_excluded_ids)
     outcome = shift_prompt(prompt, request.budget, removed=removed)
     if len(outcome.removed) > len(removed):
         diagnostics.append("manual exclusions were insufficient; safe truncation continued")

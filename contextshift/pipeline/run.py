@@ -1,0 +1,233 @@
+"""The prompt pipeline (P1, P2, G7): one code path for generation and the live preview.
+
+persona/character → lorebook → memory → template (assembly) → tokenizer → shifting (with the bot's strategy,
+under the host) → interceptors → final shifting → provider serialization, with the budget checked once more
+on the exact serialized request. Pure: no I/O; the caller loads the data and sends the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import TokenBudgetExceeded
+from ..core.host import shift_with_strategy
+from ..core.messages import Message
+from ..core.shifting import Prompt, ShiftResult, shift_prompt
+from ..core.strategies import ContextStrategyRegistry, manual_removals
+from ..core.tokens import TokenizerProfile, message_costs
+from .assemble import Assembly, Sources, assemble
+from .audit import AuditEntry, build_entries
+from .interceptors import Interceptor, InterceptorContext, run_interceptors
+from .template import parse_template
+
+Serializer = Callable[[list[Message]], dict[str, Any]]
+MAX_SERIALIZATION_PASSES = 3
+
+
+class PromptBudgetExceeded(TokenBudgetExceeded):
+    """``TOKEN_BUDGET_EXCEEDED`` with the pipeline's figures: context limit, reply reserve, prompt tokens."""
+
+    def __init__(self, context_limit: int, response_reserve: int, prompt_tokens: int, budget: int) -> None:
+        super().__init__(
+            prompt_tokens,
+            budget,
+            message=(
+                f"The context is too long for this model: the protected prompt needs {prompt_tokens} tokens, "
+                f"but {context_limit} minus a {response_reserve}-token reply reserve leaves {max(budget, 0)}."
+            ),
+        )
+        self.params = {
+            "context_limit": context_limit,
+            "response_reserve": response_reserve,
+            "prompt_tokens": prompt_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineRequest:
+    sources: Sources
+    profile: TokenizerProfile
+    context_limit: int
+    response_reserve: int
+    max_tokens: int | None = None
+    strategy: str = "truncate"
+    template: Sequence[str | Mapping[str, Any]] | None = None
+    interceptors: Sequence[Interceptor] = ()
+    registry: ContextStrategyRegistry | None = None
+    serializer: Serializer | None = None
+    model: str = ""
+    preview: bool = False
+    chat_id: str | None = None
+    bot_id: str | None = None
+    notes: Sequence[str] = ()
+    strategy_timeout: float = 15.0
+
+
+@dataclass(slots=True)
+class PipelineResult:
+    messages: list[Message]
+    payload: dict[str, Any]
+    entries: list[AuditEntry]
+    tokenizer: dict[str, Any]
+    budget: dict[str, int]
+    context_strategy: str
+    diagnostics: list[str]
+    max_tokens: int
+    excluded_count: int
+    summarized: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokenizer": dict(self.tokenizer),
+            "budget": dict(self.budget),
+            "context_strategy": self.context_strategy,
+            "entries": [e.to_dict() for e in self.entries],
+            "provider_messages": _provider_messages(self.payload),
+            "diagnostics": list(self.diagnostics),
+            "excluded_count": self.excluded_count,
+            "max_tokens": self.max_tokens,
+        }
+
+
+def _provider_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = list(payload.get("messages", []))
+    system = payload.get("system")
+    if system:
+        messages.insert(0, {"role": "system", "content": system})
+    return messages
+
+
+def default_serializer(messages: list[Message]) -> dict[str, Any]:
+    body = []
+    for message in messages:
+        item = message.to_dict()
+        for key in ("id", "pinned", "source", "relevance", "workspace", "meta"):
+            item.pop(key, None)
+        body.append(item)
+    return {"messages": body}
+
+
+def payload_tokens(payload: dict[str, Any], profile: TokenizerProfile) -> int:
+    """The profile's whole-prompt count of a serialized request (a top-level ``system`` included)."""
+    messages = [Message.from_dict(m) for m in payload.get("messages", [])]
+    system = payload.get("system")
+    if isinstance(system, list):
+        system = "\n".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+    if system:
+        messages.insert(0, Message(role="system", content=str(system)))
+    return profile.count_messages(messages)
+
+
+def _final_shift(messages: list[Message], added: set[str], profile: TokenizerProfile, budget: int) -> list[str]:
+    """Ids the final shift removes: interceptor additions first, then the oldest unprotected groups."""
+    prompt = Prompt(messages, profile)
+    first = [n for n, g in enumerate(prompt.groups) if any(prompt.messages[p].id in added for p in g.members)]
+    rest = [n for n in range(len(prompt.groups)) if n not in set(first)]
+    outcome = shift_prompt(prompt, budget, order=[*first, *rest], reason=lambda _g: "final-budget")
+    return [prompt.messages[p].id for p in outcome.removed]
+
+
+def run_pipeline(request: PipelineRequest) -> PipelineResult:
+    """Build the prompt for one turn (or its preview). Raises :class:`PromptBudgetExceeded`."""
+    reserve = max(request.response_reserve, request.max_tokens or 0)
+    budget = request.context_limit - reserve
+    if budget <= 0:
+        raise PromptBudgetExceeded(request.context_limit, reserve, 0, budget)
+    template = parse_template(list(request.template) if request.template is not None else None)
+    assembly: Assembly = assemble(request.sources, template)
+    profile = request.profile
+    diagnostics = list(request.notes) + assembly.diagnostics
+    diagnostics.append(
+        f'tokenizer "{profile.name}" is approximate' if profile.approximate else f'tokenizer "{profile.name}" selected'
+    )
+
+    def too_large(protected_tokens: int) -> PromptBudgetExceeded:
+        return PromptBudgetExceeded(request.context_limit, reserve, protected_tokens, budget)
+
+    # Manual exclusions apply whatever the strategy (the user asked for them), whole tool groups at a time.
+    counted = Prompt(assembly.messages, profile)
+    manual, manual_notes = manual_removals(counted)
+    diagnostics.extend(manual_notes)
+    candidates = [m for p, m in enumerate(counted.messages) if p not in manual]
+    try:
+        shifted: ShiftResult = shift_with_strategy(
+            candidates,
+            profile,
+            budget,
+            strategy=request.strategy,
+            registry=request.registry,
+            timeout=request.strategy_timeout,
+        )
+    except TokenBudgetExceeded as error:
+        raise too_large(error.protected_tokens) from None
+    diagnostics.extend(shifted.diagnostics)
+    if shifted.excluded:
+        diagnostics.append(f"context shift excluded {len(shifted.excluded)} message(s) before interceptors")
+
+    context = InterceptorContext(
+        model=request.model,
+        budget=budget,
+        tokenizer=profile.name,
+        preview=request.preview,
+        chat_id=request.chat_id,
+        bot_id=request.bot_id,
+    )
+    intercepted = run_interceptors(shifted.kept, request.interceptors, context)
+    diagnostics.extend(intercepted.diagnostics)
+    serialize = request.serializer or default_serializer
+    final_removed: list[str] = []
+    working = intercepted.messages
+    limit = budget
+    for _ in range(MAX_SERIALIZATION_PASSES):
+        try:
+            removed_now = _final_shift(working, intercepted.added, profile, limit)
+        except TokenBudgetExceeded as error:
+            raise too_large(error.protected_tokens) from None
+        final_removed.extend(removed_now)
+        working = [m for m in working if m.id not in set(removed_now)]
+        payload = serialize(working)
+        exact = payload_tokens(payload, profile)
+        if exact <= budget:
+            break
+        limit -= exact - budget  # the wire format costs more than the messages did: shift that much further
+        if limit <= 0:
+            raise too_large(exact)
+    else:
+        raise too_large(exact)
+    if final_removed:
+        diagnostics.append(f"final budget enforcement excluded {len(final_removed)} message(s)")
+    costs, _ = message_costs(assembly.messages, profile, 4)
+    entries = build_entries(
+        assembly=assembly,
+        costs=dict(zip((m.id for m in assembly.messages), costs, strict=True)),
+        manual={counted.messages[p].id for p in manual},
+        shifted=shifted,
+        intercepted_removed=intercepted.removed,
+        added=intercepted.added,
+        final_removed=set(final_removed),
+        intercepted=intercepted.messages,
+        final=working,
+        profile=profile,
+    )
+    return PipelineResult(
+        messages=working,
+        payload=payload,
+        entries=entries,
+        tokenizer={"profile": profile.name, "approximate": profile.approximate},
+        budget={"context_limit": request.context_limit, "response_reserve": reserve, "prompt_tokens": exact},
+        context_strategy=shifted.strategy,
+        diagnostics=diagnostics,
+        max_tokens=reserve,
+        excluded_count=len(manual) + len(shifted.excluded) + len(final_removed),
+        summarized=[
+            {
+                "id": t.replacement.id,
+                "source_ids": list(t.source_ids),
+                "tokens_before": t.tokens_before,
+                "tokens_after": t.tokens_after,
+            }
+            for t in shifted.truncated
+        ],
+    )
