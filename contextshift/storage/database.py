@@ -1,0 +1,148 @@
+"""The ``Database``: engine, migrations on start, sessions, and crash recovery of audits."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from . import migrate
+from .repositories.audits import AuditRepository
+from .urls import default_database_url, display_url, normalize_url, sqlite_path
+
+log = logging.getLogger(__name__)
+
+
+class _DropDriverDebug(logging.Filter):
+    """aiosqlite logs every call with its SQL parameters at DEBUG, provider API keys included (N2)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.DEBUG
+
+
+_aiosqlite_log = logging.getLogger("aiosqlite")
+if not any(isinstance(f, _DropDriverDebug) for f in _aiosqlite_log.filters):
+    _aiosqlite_log.addFilter(_DropDriverDebug())
+
+#: SQL parameters never appear in SQLAlchemy's logs or error messages (they may hold API keys).
+_SAFE_ENGINE_OPTIONS: dict[str, Any] = {"hide_parameters": True}
+
+__all__ = ["Database", "default_database_url", "normalize_url"]
+
+
+class Database:
+    """One database (SQLite file or PostgreSQL), migrated to head by :meth:`start`.
+
+    ``url`` defaults to :func:`default_database_url`. ``engine_options`` go to ``create_async_engine``
+    (pool sizes, ``connect_args``; ``hide_parameters`` is on by default). ``migrations_path`` replaces the
+    packaged migrations (tools, tests).
+    ``stale_audit_age``: on start, close only prepared audits older than this; None closes every one
+    (right for a single instance; with several instances on one PostgreSQL, pass the longest generation
+    time so a starting instance does not close another's running generation).
+    """
+
+    def __init__(
+        self,
+        url: str | URL | None = None,
+        *,
+        engine_options: Mapping[str, Any] | None = None,
+        migrations_path: Path | None = None,
+        stale_audit_age: timedelta | None = None,
+    ) -> None:
+        self.url: URL = normalize_url(url if url is not None else default_database_url())
+        self.engine_options: dict[str, Any] = {**_SAFE_ENGINE_OPTIONS, **(engine_options or {})}
+        self.migrations_path = migrations_path
+        self.stale_audit_age = stale_audit_age
+        self._engine: AsyncEngine | None = None
+        self._sessions: async_sessionmaker[AsyncSession] | None = None
+
+    def __repr__(self) -> str:
+        return f"Database({self.display_url!r}, started={self._engine is not None})"
+
+    @property
+    def display_url(self) -> str:
+        """The URL with its password masked."""
+        return display_url(self.url)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self.url.get_backend_name()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        if self._engine is None:
+            raise RuntimeError("the database is not started: await db.start() first")
+        return self._engine
+
+    async def start(self) -> None:
+        """Create the SQLite file's folder, migrate to head, open the engine, close unfinished audits."""
+        if self._engine is not None:
+            return
+        in_memory = self.dialect == "sqlite" and sqlite_path(self.url) is None
+        if not in_memory:
+            revision = await migrate.upgrade(
+                self.url, migrations_path=self.migrations_path, engine_options=self.engine_options
+            )
+        engine = create_async_engine(self.url, **self.engine_options)
+        if self.dialect == "sqlite":
+            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        try:
+            if in_memory:  # one shared connection: migrate through the service's own engine
+                async with engine.begin() as connection:
+                    revision = await migrate.upgrade_connection(connection, migrations_path=self.migrations_path)
+            self._engine = engine
+            self._sessions = async_sessionmaker(engine, expire_on_commit=False)
+            async with self.session() as session:
+                closed = await AuditRepository(session).close_unfinished(older_than=self.stale_audit_age)
+        except BaseException:
+            await self.close()
+            await engine.dispose()
+            raise
+        log.info("database %s ready at revision %s; closed %d unfinished audit(s)", self.display_url, revision, closed)
+
+    async def close(self) -> None:
+        """Dispose of the engine (idempotent)."""
+        if self._engine is not None:
+            await self._engine.dispose()
+        self._engine = None
+        self._sessions = None
+
+    async def __aenter__(self) -> Database:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction: committed when the block succeeds, rolled back when it raises."""
+        if self._sessions is None:
+            raise RuntimeError("the database is not started: await db.start() first")
+        async with self._sessions() as session:
+            try:
+                yield session
+                await session.commit()
+            except BaseException:
+                await session.rollback()
+                raise
+
+    async def revision(self) -> str | None:
+        """The migration revision the database is at."""
+        async with self.engine.connect() as connection:
+            return await migrate.current_revision(connection)
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()

@@ -1,0 +1,139 @@
+"""Providers and their models.
+
+Rows are returned as ORM objects (``ProviderRow``, ``ModelRow``); they stay readable after the session
+ends. ``ProviderRow.api_key`` is for the provider client only: never return it from the API or log it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..errors import NotFound
+from ..tables import MODEL_TYPES, PROVIDER_KINDS, ModelRow, ProviderRow
+from ._common import (
+    Validator,
+    apply_changes,
+    boolean,
+    choice,
+    execute_rowcount,
+    optional_positive,
+    optional_text,
+    text_value,
+)
+
+_PROVIDER_FIELDS: dict[str, Validator] = {
+    "name": partial(text_value, required=True, max_length=200),
+    "kind": partial(choice, allowed=PROVIDER_KINDS),
+    "base_url": partial(text_value, required=True),
+    "api_key": optional_text,
+    "enabled": boolean,
+}
+
+_MODEL_FIELDS: dict[str, Validator] = {
+    "name": partial(text_value, required=True, max_length=200),
+    "type": partial(choice, allowed=MODEL_TYPES),
+    "context_window": optional_positive,
+    "max_output_tokens": optional_positive,
+    "enabled": boolean,
+    "tokenizer": partial(optional_text, max_length=200),
+}
+
+
+class ProviderRepository:
+    """CRUD for providers. Deleting a provider deletes its models (and unsets them on bots)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def create(
+        self, *, name: str, kind: str, base_url: str, api_key: str | None = None, enabled: bool = True
+    ) -> ProviderRow:
+        row = ProviderRow()
+        apply_changes(
+            row,
+            {"name": name, "kind": kind, "base_url": base_url, "api_key": api_key, "enabled": enabled},
+            _PROVIDER_FIELDS,
+        )
+        self.session.add(row)
+        await self.session.flush()
+        return row
+
+    async def get(self, provider_id: str) -> ProviderRow | None:
+        return await self.session.get(ProviderRow, provider_id)
+
+    async def list_all(self) -> Sequence[ProviderRow]:
+        result = await self.session.scalars(select(ProviderRow).order_by(ProviderRow.created_at, ProviderRow.id))
+        return result.all()
+
+    async def update(self, provider_id: str, changes: Mapping[str, Any]) -> ProviderRow | None:
+        """Set the given fields (``name``, ``kind``, ``base_url``, ``api_key``, ``enabled``)."""
+        row = await self.get(provider_id)
+        if row is None:
+            return None
+        apply_changes(row, changes, _PROVIDER_FIELDS)
+        await self.session.flush()
+        return row
+
+    async def delete(self, provider_id: str) -> bool:
+        return await execute_rowcount(self.session, delete(ProviderRow).where(ProviderRow.id == provider_id)) > 0
+
+
+class ModelRepository:
+    """CRUD for models of a provider."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def create(
+        self,
+        *,
+        provider_id: str,
+        name: str,
+        type: str = "chat",
+        context_window: int | None = None,
+        max_output_tokens: int | None = None,
+        enabled: bool = True,
+        tokenizer: str | None = None,
+    ) -> ModelRow:
+        """Raises ``NotFound`` (``PROVIDER_NOT_FOUND``) when the provider does not exist."""
+        if await self.session.get(ProviderRow, provider_id) is None:
+            raise NotFound("provider", provider_id)
+        row = ModelRow(provider_id=provider_id)
+        fields = {
+            "name": name,
+            "type": type,
+            "context_window": context_window,
+            "max_output_tokens": max_output_tokens,
+            "enabled": enabled,
+            "tokenizer": tokenizer,
+        }
+        apply_changes(row, fields, _MODEL_FIELDS)
+        self.session.add(row)
+        await self.session.flush()
+        return row
+
+    async def get(self, model_id: str) -> ModelRow | None:
+        return await self.session.get(ModelRow, model_id)
+
+    async def list_all(self, provider_id: str | None = None) -> Sequence[ModelRow]:
+        query = select(ModelRow).order_by(ModelRow.created_at, ModelRow.id)
+        if provider_id is not None:
+            query = query.where(ModelRow.provider_id == provider_id)
+        return (await self.session.scalars(query)).all()
+
+    async def update(self, model_id: str, changes: Mapping[str, Any]) -> ModelRow | None:
+        """Set the given fields (all of ``create``'s but ``provider_id``)."""
+        row = await self.get(model_id)
+        if row is None:
+            return None
+        apply_changes(row, changes, _MODEL_FIELDS)
+        await self.session.flush()
+        return row
+
+    async def delete(self, model_id: str) -> bool:
+        return await execute_rowcount(self.session, delete(ModelRow).where(ModelRow.id == model_id)) > 0

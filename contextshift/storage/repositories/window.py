@@ -1,0 +1,156 @@
+"""The recent window of a chat (T4, and "a turn's cost does not grow with the length of the chat").
+
+:func:`recent_window` reads a chat newest-first, one page at a time, and stops as soon as the stored
+token counts of what it has read exceed the budget. Counts are the counts of each message's ``text``
+under one tokenizer profile, computed once and stored in ``message_tokens``. They leave out per-message
+framing and media costs, so they never overstate a message, and messages the user excluded
+(``meta.manualExcluded``) do not use up the budget: the window always holds at least every message that
+could fit, and shifting then decides exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import exists, select, true
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ...core.messages import Message
+from ..tables import MessageRow, MessageTokensRow
+from ._common import dialect_insert, integer, text_value
+from .convert import row_to_message
+
+#: Pages start at ``FIRST_PAGE_SIZE`` rows and double up to the ``page_size`` given (default below), so
+#: a short window reads few extra rows and a long one needs few round trips.
+FIRST_PAGE_SIZE = 32
+DEFAULT_PAGE_SIZE = 512
+_INSERT_CHUNK = 500
+#: The meta flag of a message the user excluded from prompts (V1); it is returned but costs no budget.
+MANUAL_EXCLUDED = "manualExcluded"
+
+
+@dataclass(frozen=True, slots=True)
+class RecentWindow:
+    """What a turn needs of a chat's history."""
+
+    #: The window, oldest first: the newest messages down to the one that crossed the budget (extended
+    #: back over tool results to the message that made the call), plus every older pinned message.
+    rows: list[MessageRow]
+    #: Message id → stored token count (for the profile) of every row.
+    tokens: dict[str, int] = field(default_factory=dict)
+    #: True when older messages exist that are not in ``rows``.
+    has_more: bool = False
+    #: How many message rows were read from the database.
+    rows_read: int = 0
+    #: How many counts were computed (not found stored) by this call.
+    counted: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.tokens.values())
+
+    def messages(self) -> list[Message]:
+        """The rows as core messages (id = row id, source ``history``)."""
+        return [row_to_message(r) for r in self.rows]
+
+
+async def token_counts(
+    session: AsyncSession,
+    rows: Sequence[MessageRow],
+    profile: str,
+    count_fn: Callable[[str], int],
+    *,
+    store: bool = True,
+) -> tuple[dict[str, int], int]:
+    """Stored counts of ``rows`` for ``profile``; the missing ones are computed with ``count_fn`` and,
+    with ``store``, saved in one bulk insert. Returns ``(counts by message id, how many were computed)``."""
+    if not rows:
+        return {}, 0
+    ids = [r.id for r in rows]
+    query = select(MessageTokensRow.message_id, MessageTokensRow.tokens).where(
+        MessageTokensRow.profile == profile, MessageTokensRow.message_id.in_(ids)
+    )
+    counts: dict[str, int] = {m: int(t) for m, t in (await session.execute(query)).all()}
+    missing = [r for r in rows if r.id not in counts]
+    new: list[dict[str, object]] = []
+    for row in missing:
+        tokens = count_fn(row_to_message(row).text)
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"count_fn returned {tokens!r}, not a token count")
+        counts[row.id] = tokens
+        new.append({"message_id": row.id, "profile": profile, "tokens": tokens})
+    if store and new:
+        insert = dialect_insert(session)
+        for start in range(0, len(new), _INSERT_CHUNK):
+            statement = insert(MessageTokensRow).values(new[start : start + _INSERT_CHUNK])
+            await session.execute(statement.on_conflict_do_nothing(index_elements=["message_id", "profile"]))
+    return counts, len(missing)
+
+
+async def recent_window(
+    session: AsyncSession,
+    chat_id: str,
+    profile: str,
+    budget_tokens: int,
+    count_fn: Callable[[str], int],
+    *,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    store_counts: bool = True,
+) -> RecentWindow:
+    """Read the newest messages of a chat until their token counts exceed ``budget_tokens``.
+
+    Pages (growing from ``FIRST_PAGE_SIZE`` to ``page_size`` rows) are read newest-first; the missing
+    counts of a page are computed with ``count_fn(text)`` and stored in bulk (not with
+    ``store_counts=False``, e.g. for a preview that must change nothing). Pinned messages older than
+    the window are always added. Rows come back oldest first.
+    """
+    text_value("profile", profile, required=True, max_length=100)
+    budget = integer("budget_tokens", budget_tokens)
+    max_page = integer("page_size", page_size, minimum=1)
+    size = min(FIRST_PAGE_SIZE, max_page)
+    window: list[MessageRow] = []
+    tokens: dict[str, int] = {}
+    computed = rows_read = used = 0
+    stopped = False
+    before: int | None = None
+    while not stopped:
+        query = select(MessageRow).where(MessageRow.chat_id == chat_id)
+        if before is not None:
+            query = query.where(MessageRow.seq < before)
+        page = list(await session.scalars(query.order_by(MessageRow.seq.desc()).limit(size)))
+        rows_read += len(page)
+        if not page:
+            break
+        counts, n = await token_counts(session, page, profile, count_fn, store=store_counts)
+        computed += n
+        for row in page:
+            window.append(row)
+            tokens[row.id] = counts[row.id]
+            if not (row.meta or {}).get(MANUAL_EXCLUDED):
+                used += counts[row.id]
+            if used > budget and row.role != "tool":
+                stopped = True
+                break
+        if len(page) < size:
+            break
+        before = page[-1].seq
+        size = min(size * 2, max_page)
+    has_more = False
+    if stopped:
+        oldest = window[-1].seq
+        older = (MessageRow.chat_id == chat_id, MessageRow.seq < oldest)
+        pinned_query = select(MessageRow).where(*older, MessageRow.pinned == true()).order_by(MessageRow.seq)
+        pinned = list(await session.scalars(pinned_query))
+        rows_read += len(pinned)
+        counts, n = await token_counts(session, pinned, profile, count_fn, store=store_counts)
+        computed += n
+        tokens.update(counts)
+        unpinned_left = select(exists().where(*older, MessageRow.pinned != true()))
+        has_more = bool((await session.execute(unpinned_left)).scalar())
+        window.extend(pinned)
+    window.sort(key=lambda r: r.seq)
+    return RecentWindow(rows=window, tokens=tokens, has_more=has_more, rows_read=rows_read, counted=computed)
+
+
+__all__ = ["DEFAULT_PAGE_SIZE", "FIRST_PAGE_SIZE", "MANUAL_EXCLUDED", "RecentWindow", "recent_window", "token_counts"]

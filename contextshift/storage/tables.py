@@ -1,0 +1,271 @@
+"""The schema (SQLAlchemy 2 declarative). Migrations in ``migrations/versions`` create exactly this.
+
+Rows are the repositories' return values: plain typed attributes, no lazy relationships except the
+lorebook's entries (loaded eagerly), so a row stays usable after its session has closed.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    false,
+    true,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column, relationship
+
+from .types import UTCDateTime, json_type, new_id, utcnow
+
+PROVIDER_KINDS = ("openai", "anthropic", "openai-codex")
+MODEL_TYPES = ("chat", "embedding", "image")
+CHAT_TYPES = ("chat", "discuss", "pipeline")
+ENTRY_POSITIONS = ("before", "after", "depth")
+AUDIT_STATUSES = ("prepared", "completed", "failed", "cancelled")
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JSONValue = json_type()
+JSONOrNull = json_type(none_as_null=True)
+ID = String(32)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _id() -> MappedColumn[Any]:
+    return mapped_column(ID, primary_key=True, default=new_id)
+
+
+def _created() -> MappedColumn[Any]:
+    return mapped_column(UTCDateTime, nullable=False, default=utcnow)
+
+
+def _updated() -> MappedColumn[Any]:
+    return mapped_column(UTCDateTime, nullable=False, default=utcnow, onupdate=utcnow)
+
+
+class ProviderRow(Base):
+    """An LLM provider endpoint. ``api_key`` is never part of ``repr`` and must never leave the service."""
+
+    __tablename__ = "providers"
+    __table_args__ = (CheckConstraint(_one_of("kind", PROVIDER_KINDS), name="kind"),)
+
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    base_url: Mapped[str] = mapped_column(Text, nullable=False)
+    api_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key)
+
+    def __repr__(self) -> str:
+        return f"ProviderRow(id={self.id!r}, name={self.name!r}, kind={self.kind!r}, has_api_key={self.has_api_key})"
+
+
+class ModelRow(Base):
+    """A model offered by a provider."""
+
+    __tablename__ = "models"
+    __table_args__ = (CheckConstraint(_one_of("type", MODEL_TYPES), name="type"),)
+
+    id: Mapped[str] = _id()
+    provider_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("providers.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    type: Mapped[str] = mapped_column(String(16), nullable=False, default="chat", server_default="chat")
+    context_window: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
+    tokenizer: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class BotRow(Base):
+    """A bot: prompt settings, its chat model and the lorebooks it uses."""
+
+    __tablename__ = "bots"
+
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    chat_model_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("models.id", ondelete="SET NULL"), nullable=True, index=True
+    )
+    system_prompt: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
+    persona: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
+    context_strategy: Mapped[str] = mapped_column(
+        String(100), nullable=False, default="truncate", server_default="truncate"
+    )
+    response_reserve: Mapped[int] = mapped_column(Integer, nullable=False, default=1024, server_default="1024")
+    context_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    lorebook_ids: Mapped[list[str]] = mapped_column(JSONValue, nullable=False, default=list)
+    template: Mapped[list[Any] | None] = mapped_column(JSONOrNull, nullable=True)
+    author_note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    author_note_depth: Mapped[int] = mapped_column(Integer, nullable=False, default=4, server_default="4")
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class LorebookRow(Base):
+    """A named set of lorebook entries; ``entries`` are loaded with the lorebook, in list order."""
+
+    __tablename__ = "lorebooks"
+
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(200), nullable=False)
+    created_at: Mapped[datetime] = _created()
+    entries: Mapped[list[LorebookEntryRow]] = relationship(
+        order_by="LorebookEntryRow.idx",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        lazy="selectin",
+    )
+
+
+class LorebookEntryRow(Base):
+    """One lorebook entry (P3). ``idx`` keeps the order the entries were given in."""
+
+    __tablename__ = "lorebook_entries"
+    __table_args__ = (CheckConstraint(_one_of("position", ENTRY_POSITIONS), name="position"),)
+
+    id: Mapped[str] = _id()
+    lorebook_id: Mapped[str] = mapped_column(
+        ID, ForeignKey("lorebooks.id", ondelete="CASCADE"), nullable=False, index=True
+    )
+    idx: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    keys: Mapped[list[str]] = mapped_column(JSONValue, nullable=False, default=list)
+    secondary_keys: Mapped[list[str]] = mapped_column(JSONValue, nullable=False, default=list)
+    content: Mapped[str] = mapped_column(Text, nullable=False, default="", server_default="")
+    constant: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
+    enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
+    order: Mapped[int] = mapped_column(Integer, nullable=False, default=100, server_default="100")
+    position: Mapped[str] = mapped_column(String(16), nullable=False, default="before", server_default="before")
+    depth: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class ChatRow(Base):
+    """A chat session. ``history_version`` grows with every history edit; ``last_seq`` is the seq counter."""
+
+    __tablename__ = "chats"
+    __table_args__ = (
+        CheckConstraint(_one_of("type", CHAT_TYPES), name="type"),
+        Index("ix_chats_bot_id_updated_at", "bot_id", "updated_at"),
+    )
+
+    id: Mapped[str] = _id()
+    bot_id: Mapped[str] = mapped_column(ID, ForeignKey("bots.id", ondelete="CASCADE"), nullable=False)
+    type: Mapped[str] = mapped_column(String(16), nullable=False, default="chat", server_default="chat")
+    title: Mapped[str] = mapped_column(String(500), nullable=False, default="", server_default="")
+    history_version: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
+    last_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class MemoryRow(Base):
+    """A stored memory of a bot, or of one chat of that bot when ``chat_id`` is set (P4)."""
+
+    __tablename__ = "memories"
+
+    id: Mapped[str] = _id()
+    bot_id: Mapped[str] = mapped_column(ID, ForeignKey("bots.id", ondelete="CASCADE"), nullable=False, index=True)
+    chat_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("chats.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = _created()
+
+
+class MessageRow(Base):
+    """A stored chat message; ``seq`` orders a chat's messages and is never reused."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("uq_messages_chat_id_seq", "chat_id", "seq", unique=True),
+        Index("ix_messages_chat_id_pinned_seq", "chat_id", "pinned", "seq"),
+    )
+
+    id: Mapped[str] = _id()
+    chat_id: Mapped[str] = mapped_column(ID, ForeignKey("chats.id", ondelete="CASCADE"), nullable=False)
+    seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    content: Mapped[Any] = mapped_column(JSONOrNull, nullable=True)
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONOrNull, nullable=True)
+    tool_call_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    pinned: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
+    meta: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
+    workspace: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class MessageTokensRow(Base):
+    """T4: the token count of one message's text under one tokenizer profile."""
+
+    __tablename__ = "message_tokens"
+
+    message_id: Mapped[str] = mapped_column(ID, ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True)
+    profile: Mapped[str] = mapped_column(String(100), primary_key=True)
+    tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class AuditRow(Base):
+    """A1–A3: the prompt-context audit of a chat's latest generation (one per chat)."""
+
+    __tablename__ = "prompt_context_audits"
+    __table_args__ = (CheckConstraint(_one_of("status", AUDIT_STATUSES), name="status"),)
+
+    chat_id: Mapped[str] = mapped_column(ID, ForeignKey("chats.id", ondelete="CASCADE"), primary_key=True)
+    generation_id: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="prepared")
+    error_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSONOrNull, nullable=True)
+    created_at: Mapped[datetime] = _created()
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+__all__ = [
+    "AUDIT_STATUSES",
+    "CHAT_TYPES",
+    "ENTRY_POSITIONS",
+    "MODEL_TYPES",
+    "PROVIDER_KINDS",
+    "AuditRow",
+    "Base",
+    "BotRow",
+    "ChatRow",
+    "LorebookEntryRow",
+    "LorebookRow",
+    "MemoryRow",
+    "MessageRow",
+    "MessageTokensRow",
+    "ModelRow",
+    "ProviderRow",
+]

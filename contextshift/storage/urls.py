@@ -1,0 +1,63 @@
+"""Database URLs: the default SQLite file, the environment override and async-driver normalization."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+from sqlalchemy.engine import URL, make_url
+
+ENV_VAR = "CONTEXTSHIFT_DATABASE_URL"
+
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "sqlite+pysqlite": "sqlite+aiosqlite",
+    "sqlite+aiosqlite": "sqlite+aiosqlite",
+    "postgres": "postgresql+asyncpg",
+    "postgresql": "postgresql+asyncpg",
+    "postgresql+psycopg2": "postgresql+asyncpg",
+    "postgresql+psycopg": "postgresql+asyncpg",
+    "postgresql+asyncpg": "postgresql+asyncpg",
+}
+
+
+def default_database_url() -> str:
+    """``CONTEXTSHIFT_DATABASE_URL`` if set, else ``contextshift.db`` in the user's data directory.
+
+    The data directory is created when it is missing.
+    """
+    configured = os.environ.get(ENV_VAR, "").strip()
+    if configured:
+        return configured
+    directory = Path(platformdirs.user_data_dir("contextshift"))
+    directory.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{directory / 'contextshift.db'}"
+
+
+def normalize_url(url: str | URL) -> URL:
+    """The URL with its async driver: ``sqlite://`` → aiosqlite, ``postgresql://`` → asyncpg.
+
+    Raises ``ValueError`` for any other database.
+    """
+    parsed = make_url(url) if isinstance(url, str) else url
+    driver = _ASYNC_DRIVERS.get(parsed.drivername)
+    if driver is None:
+        raise ValueError(f"unsupported database {parsed.drivername!r}: use a sqlite:/// or postgresql:// URL")
+    return parsed.set(drivername=driver)
+
+
+def display_url(url: str | URL) -> str:
+    """The URL with any password masked, safe for logs."""
+    parsed = make_url(url) if isinstance(url, str) else url
+    return parsed.render_as_string(hide_password=True)
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file of a SQLite URL, or None for an in-memory database or another backend."""
+    if not url.drivername.startswith("sqlite"):
+        return None
+    database = url.database or ""
+    if database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database)

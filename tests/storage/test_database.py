@@ -1,0 +1,205 @@
+"""Database: URLs, migrations on start (fresh and from an older revision), sessions, SQLite settings."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Connection, inspect, select, text
+
+from contextshift.storage import Database, Repositories, default_database_url, head_revision, normalize_url
+from contextshift.storage.migrate import MIGRATIONS_PATH, upgrade
+from contextshift.storage.tables import Base, ProviderRow
+from contextshift.storage.urls import display_url
+
+from .conftest import Backend
+from .seed import seed_chat
+
+TABLES = {
+    "providers",
+    "models",
+    "bots",
+    "lorebooks",
+    "lorebook_entries",
+    "memories",
+    "chats",
+    "messages",
+    "message_tokens",
+    "prompt_context_audits",
+}
+
+EXTRA_REVISION = '''"""Test-only revision after 0001."""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("chats", sa.Column("extra_note", sa.Text(), nullable=True))
+
+
+def downgrade() -> None:
+    op.drop_column("chats", "extra_note")
+'''
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("sqlite:///data/x.db", "sqlite+aiosqlite:///data/x.db"),
+        ("sqlite+aiosqlite:////abs/x.db", "sqlite+aiosqlite:////abs/x.db"),
+        ("postgresql://u@h:5432/db", "postgresql+asyncpg://u@h:5432/db"),
+        ("postgres://u@h/db", "postgresql+asyncpg://u@h/db"),
+        ("postgresql+asyncpg://u@h/db", "postgresql+asyncpg://u@h/db"),
+    ],
+)
+def test_plain_urls_are_normalized_to_async_drivers(given: str, expected: str) -> None:
+    assert normalize_url(given).render_as_string(hide_password=False) == expected
+
+
+def test_unsupported_database_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unsupported database"):
+        normalize_url("mysql://u@h/db")
+
+
+def test_display_url_hides_the_password() -> None:
+    shown = display_url("postgresql://user:hunter2@db.example/app")
+    assert "hunter2" not in shown
+    assert "hunter2" not in repr(Database("postgresql://user:hunter2@db.example/app"))
+
+
+def test_default_url_is_a_sqlite_file_in_the_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CONTEXTSHIFT_DATABASE_URL", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    url = default_database_url()
+    assert url == f"sqlite:///{tmp_path / 'xdg' / 'contextshift' / 'contextshift.db'}"
+    assert (tmp_path / "xdg" / "contextshift").is_dir()
+
+
+def test_environment_variable_overrides_the_default_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTSHIFT_DATABASE_URL", "postgresql://u@h/cs")
+    assert default_database_url() == "postgresql://u@h/cs"
+    assert Database().url.render_as_string() == "postgresql+asyncpg://u@h/cs"
+
+
+async def test_start_migrates_an_empty_database_to_head(backend: Backend) -> None:
+    db = backend.database()
+    await db.start()
+    try:
+        assert await db.revision() == head_revision()
+        async with db.engine.connect() as connection:
+            names = await connection.run_sync(lambda c: set(inspect(c).get_table_names()))
+        assert names >= TABLES
+    finally:
+        await db.close()
+
+
+def _schema_diff(connection: Connection) -> list[Any]:
+    context = MigrationContext.configure(connection, opts={"compare_type": True})
+    return list(compare_metadata(context, Base.metadata))
+
+
+async def test_migrations_create_exactly_the_declared_schema(db: Database) -> None:
+    async with db.engine.connect() as connection:
+        assert await connection.run_sync(_schema_diff) == []
+
+
+async def test_start_upgrades_a_database_at_an_older_revision(backend: Backend, tmp_path: Path) -> None:
+    migrations = tmp_path / "migrations"
+    shutil.copytree(MIGRATIONS_PATH, migrations, ignore=shutil.ignore_patterns("__pycache__"))
+    (migrations / "versions" / "0002_test_extra.py").write_text(EXTRA_REVISION)
+    assert head_revision(migrations) == "0002"
+
+    assert await upgrade(backend.url, "0001", migrations_path=migrations, engine_options=backend.engine_options) == (
+        "0001"
+    )
+    old = backend.database()  # the packaged migrations: 0001 is their head
+    await old.start()
+    seeded = await seed_chat(old)
+    await old.close()
+
+    new = backend.database(migrations_path=migrations)
+    await new.start()
+    try:
+        assert await new.revision() == "0002"
+        async with new.session() as session:
+            note = await session.execute(text("SELECT extra_note FROM chats WHERE id = :id"), {"id": seeded.chat_id})
+            assert note.scalar_one() is None
+            assert (await Repositories(session).chats.get(seeded.chat_id)) is not None
+    finally:
+        await new.close()
+
+
+async def test_restarting_keeps_data_and_revision(backend: Backend) -> None:
+    db = backend.database()
+    await db.start()
+    seeded = await seed_chat(db)
+    await db.close()
+    await db.start()
+    try:
+        assert await db.revision() == head_revision()
+        async with db.session() as session:
+            assert (await Repositories(session).bots.get(seeded.bot_id)) is not None
+    finally:
+        await db.close()
+
+
+async def test_start_does_not_depend_on_the_working_directory(
+    backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    db = backend.database()
+    await db.start()
+    try:
+        assert await db.revision() == head_revision()
+    finally:
+        await db.close()
+
+
+async def test_session_commits_on_success_and_rolls_back_on_error(db: Database) -> None:
+    async with db.session() as session:
+        await Repositories(session).providers.create(name="kept", kind="openai", base_url="http://a")
+    with pytest.raises(RuntimeError):
+        async with db.session() as session:
+            await Repositories(session).providers.create(name="lost", kind="openai", base_url="http://b")
+            raise RuntimeError("boom")
+    async with db.session() as session:
+        names = (await session.scalars(select(ProviderRow.name))).all()
+    assert names == ["kept"]
+
+
+async def test_session_before_start_is_an_error(backend: Backend) -> None:
+    db = backend.database()
+    with pytest.raises(RuntimeError, match="not started"):
+        async with db.session():
+            pass
+
+
+async def test_sqlite_connections_enforce_foreign_keys_in_wal_mode(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'new' / 'dir' / 'x.db'}")
+    await db.start()
+    try:
+        async with db.session() as session:
+            assert (await session.execute(text("PRAGMA foreign_keys"))).scalar_one() == 1
+            assert (await session.execute(text("PRAGMA journal_mode"))).scalar_one() == "wal"
+    finally:
+        await db.close()
+
+
+async def test_in_memory_sqlite_is_migrated_too() -> None:
+    async with Database("sqlite:///:memory:") as db:
+        assert await db.revision() == head_revision()
+        seeded = await seed_chat(db)
+        async with db.session() as session:
+            assert (await Repositories(session).chats.get(seeded.chat_id)) is not None
