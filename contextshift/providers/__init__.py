@@ -1,0 +1,85 @@
+"""Provider adapters (V3): OpenAI-compatible Chat Completions and Anthropic Messages over ``httpx``.
+
+Typical use::
+
+    from contextshift.providers import make_client, chat_request
+
+    client = make_client("anthropic", base_url, api_key)
+    request = chat_request(client.kind, messages, model="claude-x", max_tokens=512, stream=True)
+    body = client.request_body(request)          # exactly what will be sent: count it (N1)
+    async with client.stream(request) as events:
+        async for event in events:               # TextDelta ..., then one Finished
+            ...
+    await client.aclose()
+
+Every failure is a :class:`ProviderError` with a normalized ``code`` (A2) and contextshift's own message.
+"""
+
+from .anthropic import AnthropicClient
+from .base import (
+    ERROR_CODES,
+    GENERATION_FAILED,
+    PROVIDER_AUTH,
+    PROVIDER_BAD_REQUEST,
+    PROVIDER_CONTEXT_LENGTH,
+    PROVIDER_RATE_LIMITED,
+    PROVIDER_TIMEOUT,
+    PROVIDER_UNAVAILABLE,
+    ChatRequest,
+    ChatResult,
+    ChatStream,
+    Finished,
+    ProviderClient,
+    ProviderError,
+    ProviderKind,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
+from .http import RetryPolicy, Timeouts
+from .openai import OpenAIClient, OpenAICodexClient
+from .registry import KINDS, UnknownProviderKind, enforces_output_limit, make_client
+from .serialize import (
+    anthropic_body,
+    chat_request,
+    openai_body,
+    request_body,
+    to_anthropic_messages,
+    to_openai_messages,
+)
+
+__all__ = [
+    "ERROR_CODES",
+    "GENERATION_FAILED",
+    "KINDS",
+    "PROVIDER_AUTH",
+    "PROVIDER_BAD_REQUEST",
+    "PROVIDER_CONTEXT_LENGTH",
+    "PROVIDER_RATE_LIMITED",
+    "PROVIDER_TIMEOUT",
+    "PROVIDER_UNAVAILABLE",
+    "AnthropicClient",
+    "ChatRequest",
+    "ChatResult",
+    "ChatStream",
+    "Finished",
+    "OpenAIClient",
+    "OpenAICodexClient",
+    "ProviderClient",
+    "ProviderError",
+    "ProviderKind",
+    "RetryPolicy",
+    "StreamEvent",
+    "TextDelta",
+    "Timeouts",
+    "UnknownProviderKind",
+    "Usage",
+    "anthropic_body",
+    "chat_request",
+    "enforces_output_limit",
+    "make_client",
+    "openai_body",
+    "request_body",
+    "to_anthropic_messages",
+    "to_openai_messages",
+]

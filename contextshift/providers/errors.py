@@ -1,0 +1,188 @@
+"""Mapping upstream failures onto :class:`ProviderError` codes (A2), without keeping any upstream text.
+
+The upstream body is only *inspected* (for a context-length marker or an error type); nothing from it, nor
+from headers, is copied into the error.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from .base import (
+    GENERATION_FAILED,
+    PROVIDER_AUTH,
+    PROVIDER_BAD_REQUEST,
+    PROVIDER_CONTEXT_LENGTH,
+    PROVIDER_RATE_LIMITED,
+    PROVIDER_TIMEOUT,
+    PROVIDER_UNAVAILABLE,
+    ProviderError,
+)
+
+#: Phrases (lower-case) by which OpenAI-compatible servers and Anthropic say the prompt is too long.
+CONTEXT_MARKERS: tuple[str, ...] = (
+    "context length",
+    "context_length",
+    "maximum context",
+    "context window",
+    "too many tokens",
+    "prompt is too long",
+    "maximum prompt length",
+    "input is too long",
+    "exceeds the context",
+)
+
+#: Anthropic / OpenAI error ``type`` values seen in bodies and mid-stream ``error`` events.
+_TYPE_CODES: Mapping[str, tuple[str, bool]] = {
+    "authentication_error": (PROVIDER_AUTH, False),
+    "permission_error": (PROVIDER_AUTH, False),
+    "rate_limit_error": (PROVIDER_RATE_LIMITED, True),
+    "overloaded_error": (PROVIDER_UNAVAILABLE, True),
+    "api_error": (PROVIDER_UNAVAILABLE, True),
+    "server_error": (PROVIDER_UNAVAILABLE, True),
+    "timeout_error": (PROVIDER_TIMEOUT, True),
+    "invalid_request_error": (PROVIDER_BAD_REQUEST, False),
+    "not_found_error": (PROVIDER_BAD_REQUEST, False),
+    "request_too_large": (PROVIDER_BAD_REQUEST, False),
+}
+
+MESSAGES: Mapping[str, str] = {
+    PROVIDER_AUTH: "The provider rejected the API key.",
+    PROVIDER_RATE_LIMITED: "The provider is rate limiting requests; try again later.",
+    PROVIDER_TIMEOUT: "The provider did not answer in time.",
+    PROVIDER_UNAVAILABLE: "The provider is unavailable right now.",
+    PROVIDER_CONTEXT_LENGTH: "The prompt is longer than the model's context window.",
+    PROVIDER_BAD_REQUEST: "The provider rejected the request.",
+    GENERATION_FAILED: "The provider's reply could not be read.",
+}
+
+
+def _error_object(payload: Any) -> Mapping[str, Any]:
+    if isinstance(payload, Mapping):
+        inner = payload.get("error")
+        if isinstance(inner, Mapping):
+            return inner
+        return payload
+    return {}
+
+
+def _parse_body(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def says_context_length(payload: Any, raw: bytes | str = b"") -> bool:
+    """True if an error payload (or its raw text) says the prompt exceeds the context window."""
+    error = _error_object(payload)
+    if error.get("code") == "context_length_exceeded" or error.get("type") == "context_length_exceeded":
+        return True
+    text = error.get("message")
+    haystack = text if isinstance(text, str) else (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+    lowered = haystack.lower()
+    return any(marker in lowered for marker in CONTEXT_MARKERS)
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000.0
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return value
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def error_from_status(status: int, body: bytes, headers: httpx.Headers) -> ProviderError:
+    """The normalized error of an HTTP error response."""
+    payload = _parse_body(body)
+    if status in (401, 403):
+        message = MESSAGES[PROVIDER_AUTH] if status == 401 else "The provider refused access with this API key."
+        return ProviderError(PROVIDER_AUTH, message, status, retryable=False)
+    if status == 429:
+        return ProviderError(
+            PROVIDER_RATE_LIMITED,
+            MESSAGES[PROVIDER_RATE_LIMITED],
+            status,
+            retryable=True,
+            retry_after=parse_retry_after(headers),
+        )
+    if status == 408:
+        return ProviderError(PROVIDER_TIMEOUT, MESSAGES[PROVIDER_TIMEOUT], status, retryable=True)
+    if status >= 500:
+        return ProviderError(
+            PROVIDER_UNAVAILABLE,
+            f"The provider is unavailable right now (HTTP {status}).",
+            status,
+            retryable=True,
+            retry_after=parse_retry_after(headers),
+        )
+    if 400 <= status < 500:
+        if says_context_length(payload, body):
+            return ProviderError(PROVIDER_CONTEXT_LENGTH, MESSAGES[PROVIDER_CONTEXT_LENGTH], status)
+        return ProviderError(PROVIDER_BAD_REQUEST, f"The provider rejected the request (HTTP {status}).", status)
+    return ProviderError(GENERATION_FAILED, f"The provider answered with unexpected HTTP status {status}.", status)
+
+
+def error_from_event(payload: Any) -> ProviderError:
+    """The normalized error of an ``error`` object inside a stream or a 200 body."""
+    if says_context_length(payload):
+        return ProviderError(PROVIDER_CONTEXT_LENGTH, MESSAGES[PROVIDER_CONTEXT_LENGTH])
+    error = _error_object(payload)
+    for key in ("type", "code"):
+        value = error.get(key)
+        if isinstance(value, str) and value in _TYPE_CODES:
+            code, retryable = _TYPE_CODES[value]
+            return ProviderError(code, MESSAGES[code], retryable=retryable)
+    return ProviderError(GENERATION_FAILED, "The provider reported an error while generating the reply.")
+
+
+def error_from_transport(exc: httpx.RequestError | httpx.InvalidURL) -> ProviderError:
+    """Timeouts, refused connections and broken streams."""
+    kind = type(exc).__name__
+    if isinstance(exc, httpx.TimeoutException):
+        phase = "connect to" if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout) else "get an answer from"
+        return ProviderError(PROVIDER_TIMEOUT, f"Timed out trying to {phase} the provider.", retryable=True)
+    if isinstance(exc, httpx.ConnectError):
+        return ProviderError(PROVIDER_UNAVAILABLE, "Could not connect to the provider.", retryable=True)
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError | httpx.CloseError):
+        return ProviderError(PROVIDER_UNAVAILABLE, "The connection to the provider broke off.", retryable=True)
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
+        return ProviderError(PROVIDER_BAD_REQUEST, "The provider's base URL is not a valid http(s) URL.")
+    if isinstance(exc, httpx.DecodingError):
+        return malformed()
+    return ProviderError(PROVIDER_UNAVAILABLE, f"The provider could not be reached ({kind}).", retryable=True)
+
+
+def malformed(what: str = "reply") -> ProviderError:
+    """A 2xx answer we could not make sense of."""
+    return ProviderError(GENERATION_FAILED, f"The provider's {what} could not be read.")
+
+
+def truncated() -> ProviderError:
+    """A stream that ended (cleanly) before the provider said the reply was finished."""
+    return ProviderError(GENERATION_FAILED, "The provider's stream ended before the reply was finished.")

@@ -1,0 +1,307 @@
+"""The HTTP machinery shared by both protocols: timeouts, bounded retries with backoff, streaming.
+
+A protocol client subclasses :class:`HTTPProviderClient` and supplies the URL, headers, body and the
+parsers of a complete reply and of a stream. Retries happen only for retryable failures and never once
+a stream has handed out text; the exception chain of every raised :class:`ProviderError` is cut, so no
+upstream body, header or key travels with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import dataclass, replace
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from .base import ChatRequest, ChatResult, Finished, ProviderError, StreamEvent, TextDelta
+from .errors import error_from_event, error_from_status, error_from_transport, malformed
+from .sse import SSEEvent, read_events
+
+logger = logging.getLogger("contextshift.providers")
+
+#: httpcore's DEBUG trace logs response headers verbatim; these loggers get :class:`RedactHeaders`.
+HTTPCORE_LOGGERS = ("httpcore.http11", "httpcore.http2", "httpcore.proxy", "httpcore.socks")
+
+#: Error bodies are read up to this many bytes (only to classify them).
+MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds. ``read`` bounds each wait for bytes (so a long stream is fine while tokens keep coming)."""
+
+    connect: float = 10.0
+    read: float = 120.0
+    write: float = 30.0
+    pool: float = 10.0
+
+    def to_httpx(self) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter; ``Retry-After`` is honoured up to a cap."""
+
+    retries: int = 2
+    backoff_base: float = 0.5
+    backoff_max: float = 8.0
+    #: A ``Retry-After`` longer than this is not waited for: the error is raised at once.
+    retry_after_cap: float = 30.0
+
+    def delay(self, attempt: int, error: ProviderError) -> float | None:
+        """Seconds to wait before retry number ``attempt + 1``, or ``None`` to give up."""
+        if not error.retryable or attempt >= self.retries:
+            return None
+        if error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.retry_after_cap else None
+        ceiling = min(self.backoff_max, self.backoff_base * (2.0**attempt))
+        return ceiling * random.uniform(0.5, 1.0)
+
+
+class StreamParser(ABC):
+    """Turns one protocol's SSE events into text deltas and, at the end, a :class:`ChatResult`."""
+
+    done: bool = False
+
+    @abstractmethod
+    def feed(self, event: SSEEvent) -> list[TextDelta]:
+        """Text deltas carried by ``event``; raises :class:`ProviderError` for an error event."""
+
+    @abstractmethod
+    def finish(self) -> ChatResult:
+        """The result; raises :class:`ProviderError` if the stream ended before the reply was complete."""
+
+
+class RedactHeaders(logging.Filter):
+    """Keeps upstream response headers out of httpcore's DEBUG records (N2: no upstream header in a log)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.msg if isinstance(record.msg, str) else ""
+        if message.startswith("receive_response_headers.complete") and "return_value=" in message:
+            record.msg = "receive_response_headers.complete (headers redacted)"
+            record.args = ()
+        return True
+
+
+def install_log_redaction() -> None:
+    """Attach :class:`RedactHeaders` to httpcore's loggers once (done on import of this module)."""
+    for name in HTTPCORE_LOGGERS:
+        target = logging.getLogger(name)
+        if not any(isinstance(f, RedactHeaders) for f in target.filters):
+            target.addFilter(RedactHeaders())
+
+
+install_log_redaction()
+
+
+def _clean(error: ProviderError) -> ProviderError:
+    """Cut the exception chain so nothing upstream is reachable from the raised error."""
+    error.__cause__ = None
+    error.__context__ = None
+    error.__suppress_context__ = True
+    return error
+
+
+def parse_json(raw: bytes, what: str = "reply") -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise _clean(malformed(what)) from None
+
+
+class EventStream:
+    """:class:`~contextshift.providers.base.ChatStream` over an async generator; closing it closes HTTP."""
+
+    def __init__(self, events: AsyncGenerator[StreamEvent, None]) -> None:
+        self._events = events
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        await self._events.aclose()
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class HTTPProviderClient(ABC):
+    """Common base of the OpenAI-compatible and Anthropic clients."""
+
+    kind: str = ""
+    enforces_output_limit: bool = True
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._api_key = api_key or None
+        self.timeouts = timeouts or Timeouts()
+        self.retry = retry or RetryPolicy()
+        self._extra_headers = dict(headers or {})
+        self._owns_client = http_client is None
+        self._client = http_client or httpx.AsyncClient(timeout=self.timeouts.to_httpx())
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"{type(self).__name__}(kind={self.kind!r}, base_url={self.base_url!r})"
+
+    # -- protocol specifics -----------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def url(self) -> str: ...
+
+    @abstractmethod
+    def auth_headers(self, api_key: str) -> dict[str, str]: ...
+
+    @abstractmethod
+    def request_body(self, request: ChatRequest) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def parse_result(self, payload: Any) -> ChatResult: ...
+
+    @abstractmethod
+    def stream_parser(self) -> StreamParser: ...
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers.update(self._extra_headers)
+        if self._api_key is not None:
+            headers.update(self.auth_headers(self._api_key))
+        return headers
+
+    # -- calls ------------------------------------------------------------------------------------------
+
+    async def complete(self, request: ChatRequest) -> ChatResult:
+        body = self.request_body(replace(request, stream=False))
+        attempt = 0
+        while True:
+            logger.debug("provider %s: request for model %s (attempt %d)", self.kind, request.model, attempt + 1)
+            try:
+                response = await self._client.post(
+                    self.url, json=body, headers=self._headers(), timeout=self.timeouts.to_httpx()
+                )
+                if response.status_code >= 400:
+                    raise error_from_status(response.status_code, response.content[:MAX_ERROR_BODY], response.headers)
+                return self._result_of(parse_json(response.content))
+            except ProviderError as exc:
+                error = exc
+            except (httpx.RequestError, httpx.InvalidURL) as exc:
+                error = error_from_transport(exc)
+            await self._before_retry(attempt, _clean(error))
+            attempt += 1
+
+    def _result_of(self, payload: Any) -> ChatResult:
+        """A 200 JSON body as a result; an ``error`` object in it (some proxies do that) as its error."""
+        if isinstance(payload, Mapping) and payload.get("error"):
+            raise error_from_event(payload)
+        return self.parse_result(payload)
+
+    def stream(self, request: ChatRequest) -> EventStream:
+        return EventStream(self._stream(request))
+
+    async def _stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
+        body = self.request_body(replace(request, stream=True))
+        headers = {**self._headers(), "accept": "text/event-stream"}
+        attempt = 0
+        while True:
+            logger.debug("provider %s: stream for model %s (attempt %d)", self.kind, request.model, attempt + 1)
+            started = False
+            try:
+                async with self._client.stream(
+                    "POST", self.url, json=body, headers=headers, timeout=self.timeouts.to_httpx()
+                ) as response:
+                    if response.status_code >= 400:
+                        raw = await _read_capped(response)
+                        raise error_from_status(response.status_code, raw, response.headers)
+                    if response.headers.get("content-type", "").startswith("application/json"):
+                        # The server ignored ``stream``: one JSON reply.
+                        result = self._result_of(parse_json(await response.aread()))
+                        if result.text:
+                            started = True
+                            yield TextDelta(result.text)
+                    else:
+                        parser = self.stream_parser()
+                        async for event in read_events(response.aiter_lines()):
+                            for delta in parser.feed(event):
+                                started = True
+                                yield delta
+                            if parser.done:
+                                break
+                        result = parser.finish()
+            except ProviderError as exc:
+                error = exc
+            except (httpx.RequestError, httpx.InvalidURL) as exc:
+                error = error_from_transport(exc)
+            else:
+                yield Finished(result)
+                return
+            _clean(error)
+            if started:
+                logger.warning("provider %s: stream failed after text was sent (%s)", self.kind, error.code)
+                raise error
+            await self._before_retry(attempt, error)
+            attempt += 1
+
+    async def _before_retry(self, attempt: int, error: ProviderError) -> None:
+        """Sleep before the next attempt, or raise ``error`` when it must not be retried."""
+        wait = self.retry.delay(attempt, error)
+        if wait is None:
+            logger.info("provider %s: request failed (%s, status %s)", self.kind, error.code, error.status)
+            raise error
+        logger.warning(
+            "provider %s: %s (status %s); retry %d of %d in %.2fs",
+            self.kind,
+            error.code,
+            error.status,
+            attempt + 1,
+            self.retry.retries,
+            wait,
+        )
+        await asyncio.sleep(wait)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> HTTPProviderClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+async def _read_capped(response: httpx.Response) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size >= MAX_ERROR_BODY:
+            break
+    return b"".join(chunks)[:MAX_ERROR_BODY]

@@ -1,0 +1,312 @@
+"""The fake provider: a raw ASGI app served by uvicorn on a loopback port in a background thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+from . import render
+from .script import SECRET, Error, Raw, RecordedRequest, Reply, ScriptItem
+from .validate import anthropic_problem, openai_problem
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+def _protocol_of(path: str) -> str:
+    if path.endswith("/chat/completions"):
+        return "openai"
+    if path.endswith("/messages"):
+        return "anthropic"
+    return "other"
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on (for connection-refused tests)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+class _Connection:
+    """Per-request state on the server's event loop: the record and a disconnect watch."""
+
+    def __init__(self, record: RecordedRequest, receive: Receive, send: Send) -> None:
+        self.record = record
+        self._send = send
+        self.gone = asyncio.Event()
+        self._watch = asyncio.ensure_future(self._watch_disconnect(receive))
+
+    async def _watch_disconnect(self, receive: Receive) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                if not self.record.completed.is_set():
+                    self.record.disconnected.set()
+                    self.gone.set()
+                return
+
+    async def pause(self, seconds: float) -> bool:
+        """Sleep; False if the client went away meanwhile."""
+        if seconds > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.gone.wait(), seconds)
+        return not self.gone.is_set()
+
+    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def body(self, data: bytes, more: bool = False) -> None:
+        if not more:
+            self.record.completed.set()
+        await self._send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def json(self, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        await self.start(status, headers or [(b"content-type", b"application/json")])
+        await self.body(json.dumps(payload).encode())
+
+    def close(self) -> None:
+        self._watch.cancel()
+
+
+class FakeProvider:
+    """A scripted OpenAI + Anthropic server; see the package docstring for usage."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = 0
+        self.expected_api_key: str | None = None
+        #: Reject requests a real provider would reject (bad role order, missing max_tokens, ...).
+        self.strict = True
+        self._lock = threading.Lock()
+        self._script: deque[ScriptItem] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._serial = itertools.count(1)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """Works for every kind: ``{base_url}/chat/completions`` and ``{base_url}/v1/messages``."""
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> FakeProvider:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, 0))
+        sock.listen(128)
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self._app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            interface="asgi3",
+            loop="asyncio",
+            http="h11",
+            ws="none",
+            timeout_graceful_shutdown=1,
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [sock]}, name="fake-provider", daemon=True
+        )
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the fake provider did not start")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> FakeProvider:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- scripting --------------------------------------------------------------------------------------
+
+    def script(self, *items: ScriptItem) -> FakeProvider:
+        """Queue answers, used one per request in order; an empty queue answers with the default echo."""
+        with self._lock:
+            self._script.extend(items)
+        return self
+
+    def reset(self) -> None:
+        with self._lock:
+            self._script.clear()
+            self._requests.clear()
+        self.expected_api_key = None
+        self.strict = True
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._script)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def last(self) -> RecordedRequest:
+        requests = self.requests
+        assert requests, "the fake provider received no request"
+        return requests[-1]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+        """Poll ``predicate`` (blocking; use :meth:`await_for` in async tests)."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    async def await_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    def _next(self) -> ScriptItem | None:
+        with self._lock:
+            return self._script.popleft() if self._script else None
+
+    # -- the ASGI app -----------------------------------------------------------------------------------
+
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        raw = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        path = scope["path"]
+        record = RecordedRequest(scope["method"], path, headers, bytes(raw), body, _protocol_of(path))
+        conn = _Connection(record, receive, send)
+        try:
+            await self._answer(conn)
+        finally:
+            conn.close()
+
+    async def _answer(self, conn: _Connection) -> None:
+        record = conn.record
+        if record.method == "GET" and record.path.rstrip("/").endswith("/models"):
+            await conn.json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            return
+        with self._lock:
+            self._requests.append(record)
+        if record.protocol == "other" or record.method != "POST":
+            await conn.json(404, {"error": {"message": f"no route {record.path}", "type": "not_found_error"}})
+            return
+        if self.expected_api_key is not None and not self._authorized(record):
+            await self._error(conn, Error(401))
+            return
+        if self.strict:
+            problem = (
+                openai_problem(record.body)
+                if record.protocol == "openai"
+                else anthropic_problem(record.body, record.headers)
+            )
+            if problem is not None:
+                record.rejected = problem
+                await self._error(conn, Error(400, message=problem, error_type="invalid_request_error"))
+                return
+        item = self._next()
+        record.answered_with = item
+        if isinstance(item, Error):
+            if await conn.pause(item.delay):
+                await self._error(conn, item)
+        elif isinstance(item, Raw):
+            if await conn.pause(item.delay):
+                await conn.start(item.status, [(b"content-type", item.content_type.encode())])
+                await conn.body(item.body.encode() if isinstance(item.body, str) else item.body)
+        else:
+            reply = item or Reply()
+            if await conn.pause(reply.delay):
+                await self._reply(conn, reply)
+
+    def _authorized(self, record: RecordedRequest) -> bool:
+        if record.protocol == "anthropic":
+            return record.headers.get("x-api-key") == self.expected_api_key
+        return record.headers.get("authorization") == f"Bearer {self.expected_api_key}"
+
+    async def _error(self, conn: _Connection, error: Error) -> None:
+        await conn.start(error.status, render.error_headers(error))
+        await conn.body(render.error_body(error, conn.record.protocol))
+
+    async def _reply(self, conn: _Connection, reply: Reply) -> None:
+        record = conn.record
+        body = record.body if isinstance(record.body, dict) else {}
+        resolved = render.resolve(reply, body)
+        serial = next(self._serial)
+        if not record.stream:
+            payload = (
+                render.openai_completion(resolved, serial)
+                if record.protocol == "openai"
+                else render.anthropic_message(resolved, serial)
+            )
+            await conn.json(200, payload)
+            return
+        frames: Iterator[tuple[str, bool]]
+        if record.protocol == "openai":
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            frames = render.openai_stream(resolved, serial, include_usage)
+        else:
+            frames = render.anthropic_stream(resolved, serial)
+        await conn.start(200, [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")])
+        sent_text = 0
+        for frame, is_text in frames:
+            if conn.gone.is_set():
+                return
+            await conn.body(frame.encode(), more=True)
+            if is_text:
+                sent_text += 1
+                if reply.abort_after is not None and sent_text >= reply.abort_after:
+                    return  # uvicorn closes the connection: an incomplete chunked body
+                if not await conn.pause(reply.chunk_delay):
+                    return
+        await conn.body(b"")
+
+
+__all__ = ["SECRET", "FakeProvider", "closed_port_url"]
