@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import preview
+from . import preview, serve
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep long LLM conversations inside a model's context window.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve.add_parser(commands)
     preview.add_parser(commands)
     return parser
 

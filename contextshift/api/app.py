@@ -1,0 +1,63 @@
+"""The FastAPI application: ``create_app()`` wires storage, the pipeline and providers under ``/api/v2``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+from .. import __version__
+from ..providers import make_client
+from ..service.generation import ClientFactory, Generations
+from ..storage import Database
+from .errors import install_error_handlers
+from .routes import bots, catalog, chats, generation
+
+API_PREFIX = "/api/v2"
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+    database: str
+
+
+def create_app(
+    database_url: str | None = None,
+    *,
+    database: Database | None = None,
+    client_factory: ClientFactory = make_client,
+    client_options: dict[str, Any] | None = None,
+) -> FastAPI:
+    """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
+    a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``."""
+    db = database if database is not None else Database(database_url)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await db.start()
+        try:
+            yield
+        finally:
+            await db.close()
+
+    app = FastAPI(
+        title="contextshift",
+        version=__version__,
+        description="Keeps long LLM conversations inside a model's context window without losing what matters.",
+        lifespan=lifespan,
+    )
+    app.state.db = db
+    app.state.generations = Generations(db, client_factory=client_factory, **(client_options or {}))
+    install_error_handlers(app)
+    for module in (catalog, bots, chats, generation):
+        app.include_router(module.router, prefix=API_PREFIX)
+
+    @app.get("/healthz", response_model=Health, tags=["service"])
+    async def healthz() -> Health:
+        return Health(status="ok", version=__version__, database=db.display_url)
+
+    return app

@@ -1,0 +1,118 @@
+"""One error envelope for every failure (V1, N1): ``{"error": {"code", "message", "params"}}``.
+
+Codes are stable ``UPPER_SNAKE`` strings (plus the product documents' dotted ``compaction.model_unavailable``).
+Messages are contextshift's own words: no upstream provider body, header or API key ever reaches a response.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..core.errors import ContextShiftError, TokenBudgetExceeded
+from ..providers import ProviderError
+from ..service.errors import ServiceError
+from ..storage import StorageError
+
+log = logging.getLogger("contextshift.api")
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="Stable error code, e.g. CHAT_NOT_FOUND")
+    message: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorEnvelope(BaseModel):
+    error: ErrorBody
+
+
+def validation(message: str, **params: Any) -> ServiceError:
+    return ServiceError(422, "VALIDATION", message, **params)
+
+
+#: HTTP status of a provider failure: the upstream is at fault (502), or slow (504).
+PROVIDER_STATUS = {"PROVIDER_TIMEOUT": 504}
+
+
+def envelope(status: int, code: str, message: str, params: dict[str, Any] | None = None) -> JSONResponse:
+    return JSONResponse(
+        status_code=status, content={"error": {"code": code, "message": message, "params": params or {}}}
+    )
+
+
+def budget_params(error: TokenBudgetExceeded) -> dict[str, Any]:
+    params = dict(error.params)
+    params.setdefault("prompt_tokens", error.protected_tokens)
+    params.setdefault("budget", error.budget)
+    return params
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ServiceError)
+    async def _service_error(_request: Request, error: ServiceError) -> JSONResponse:
+        return envelope(error.status, error.code, error.message, error.params)
+
+    @app.exception_handler(StorageError)
+    async def _storage_error(_request: Request, error: StorageError) -> JSONResponse:
+        status = 404 if error.code.endswith("_NOT_FOUND") else 422
+        return envelope(status, error.code, error.message, {k: str(v) for k, v in error.params.items()})
+
+    @app.exception_handler(TokenBudgetExceeded)
+    async def _budget(_request: Request, error: TokenBudgetExceeded) -> JSONResponse:
+        return envelope(422, error.code, error.message, budget_params(error))
+
+    @app.exception_handler(ContextShiftError)
+    async def _core(_request: Request, error: ContextShiftError) -> JSONResponse:
+        return envelope(422, error.code, error.message, {k: str(v) for k, v in error.params.items()})
+
+    @app.exception_handler(ProviderError)
+    async def _provider(_request: Request, error: ProviderError) -> JSONResponse:
+        return envelope(PROVIDER_STATUS.get(error.code, 502), error.code, error.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = [
+            {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+            for e in error.errors()
+        ]
+        if any(p["type"] == "json_invalid" for p in problems):
+            return envelope(400, "MALFORMED_JSON", "The request body is not valid JSON.", {"errors": problems})
+        first = problems[0] if problems else {"loc": [], "msg": "invalid request"}
+        where = ".".join(p for p in first["loc"] if p != "body") or "request"
+        return envelope(422, "VALIDATION", f"{where}: {first['msg']}", {"errors": problems})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 404:
+            return envelope(404, "NOT_FOUND", "No such route.")
+        if error.status_code == 405:
+            return envelope(405, "METHOD_NOT_ALLOWED", "This route does not accept that method.")
+        if error.status_code == 400:
+            return envelope(400, "MALFORMED_REQUEST", "The request could not be read.")
+        return envelope(error.status_code, f"HTTP_{error.status_code}", str(error.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
+        log.error("unexpected %s while serving a request", type(error).__name__)
+        return envelope(500, "INTERNAL_ERROR", "Something went wrong inside contextshift.")
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the error statuses a route can return."""
+    descriptions = {
+        400: "Malformed request body",
+        404: "Not found",
+        409: "Conflict",
+        422: "Validation failed or the prompt does not fit (TOKEN_BUDGET_EXCEEDED)",
+        500: "Internal error",
+        502: "The provider failed (PROVIDER_* codes)",
+        504: "The provider timed out",
+    }
+    return {s: {"model": ErrorEnvelope, "description": descriptions.get(s, "Error")} for s in statuses}

@@ -1,0 +1,1 @@
+"""The HTTP routes under ``/api/v2``, one module per resource family."""

@@ -1,0 +1,89 @@
+"""Providers and models (V1, V3). API keys are write-only: stored, used, never returned (N2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, status
+
+from ...service.errors import not_found
+from .. import schemas as s
+from .. import views
+from ..deps import Repos
+from ..envelopes import Deleted, ModelEnvelope, ModelList, ProviderEnvelope, ProviderList
+from ..errors import error_responses
+
+router = APIRouter(tags=["providers and models"], responses=error_responses(400, 422, 500))
+
+
+@router.post("/providers", status_code=status.HTTP_201_CREATED, response_model=ProviderEnvelope)
+async def create_provider(body: s.ProviderCreate, repos: Repos) -> dict[str, Any]:
+    row = await repos.providers.create(**body.model_dump())
+    return {"provider": views.provider(row)}
+
+
+@router.get("/providers", response_model=ProviderList)
+async def list_providers(repos: Repos) -> dict[str, Any]:
+    return {"providers": [views.provider(r) for r in await repos.providers.list_all()]}
+
+
+@router.get("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(404))
+async def get_provider(provider_id: str, repos: Repos) -> dict[str, Any]:
+    row = await repos.providers.get(provider_id)
+    if row is None:
+        raise not_found("provider", provider_id)
+    return {"provider": views.provider(row)}
+
+
+@router.patch("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(404))
+async def patch_provider(provider_id: str, body: s.ProviderPatch, repos: Repos) -> dict[str, Any]:
+    changes = body.model_dump(exclude_unset=True)
+    if changes.get("api_key") == "":
+        changes["api_key"] = None
+    row = await repos.providers.update(provider_id, changes)
+    if row is None:
+        raise not_found("provider", provider_id)
+    return {"provider": views.provider(row)}
+
+
+@router.delete("/providers/{provider_id}", response_model=Deleted, responses=error_responses(404))
+async def delete_provider(provider_id: str, repos: Repos) -> dict[str, Any]:
+    if not await repos.providers.delete(provider_id):
+        raise not_found("provider", provider_id)
+    return {"deleted": True}
+
+
+@router.post(
+    "/models", status_code=status.HTTP_201_CREATED, response_model=ModelEnvelope, responses=error_responses(404)
+)
+async def create_model(body: s.ModelCreate, repos: Repos) -> dict[str, Any]:
+    row = await repos.models.create(**body.model_dump())
+    return {"model": views.model(row)}
+
+
+@router.get("/models", response_model=ModelList)
+async def list_models(repos: Repos, provider_id: str | None = None) -> dict[str, Any]:
+    return {"models": [views.model(r) for r in await repos.models.list_all(provider_id)]}
+
+
+@router.get("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(404))
+async def get_model(model_id: str, repos: Repos) -> dict[str, Any]:
+    row = await repos.models.get(model_id)
+    if row is None:
+        raise not_found("model", model_id)
+    return {"model": views.model(row)}
+
+
+@router.patch("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(404))
+async def patch_model(model_id: str, body: s.ModelPatch, repos: Repos) -> dict[str, Any]:
+    row = await repos.models.update(model_id, body.model_dump(exclude_unset=True))
+    if row is None:
+        raise not_found("model", model_id)
+    return {"model": views.model(row)}
+
+
+@router.delete("/models/{model_id}", response_model=Deleted, responses=error_responses(404))
+async def delete_model(model_id: str, repos: Repos) -> dict[str, Any]:
+    if not await repos.models.delete(model_id):
+        raise not_found("model", model_id)
+    return {"deleted": True}

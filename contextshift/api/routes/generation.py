@@ -1,0 +1,82 @@
+"""Generation with streaming (V1, V3), the context audit (A4) and the live preview (A5)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from ...core.errors import TokenBudgetExceeded
+from ...service.errors import not_found
+from ...service.generation import Done, Failed, Token
+from .. import schemas as s
+from .. import views
+from ..deps import GenerationService, Repos
+from ..envelopes import AuditEnvelope, PreviewEnvelope
+from ..errors import budget_params, error_responses
+
+router = APIRouter(tags=["generation"], responses=error_responses(400, 422, 500))
+
+SSE_DESCRIPTION = (
+    'With `stream` (the default): `text/event-stream` of `token` events (`{"text"}`), then one `done` '
+    'event (`{"message", "usage"}`) or one `error` event (`{"code", "message"}`).'
+)
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
+
+
+@router.post(
+    "/chats/{chat_id}/generate",
+    response_model=s.GenerateOut,
+    responses={
+        **error_responses(404, 502, 504),
+        200: {"description": SSE_DESCRIPTION, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+    },
+)
+async def generate(chat_id: str, body: s.GenerateRequest, service: GenerationService) -> Any:
+    if not body.stream:
+        done = await service.complete(chat_id, body.content, body.max_tokens)
+        return {"message": views.message(done.message), "usage": views.usage(done.usage)}
+    try:
+        generation_id, turn, result = await service.start(chat_id, body.content, body.max_tokens)
+    except TokenBudgetExceeded as error:
+        failure = {"code": error.code, "message": error.message, "params": budget_params(error)}
+
+        async def rejected() -> AsyncIterator[bytes]:
+            yield _sse("error", failure)
+
+        return StreamingResponse(rejected(), media_type="text/event-stream")
+
+    async def events() -> AsyncIterator[bytes]:
+        async for event in service.stream(chat_id, generation_id, turn, result):
+            if isinstance(event, Token):
+                yield _sse("token", {"text": event.text})
+            elif isinstance(event, Done):
+                message = views.message(event.message).model_dump(mode="json")
+                usage = views.usage(event.usage)
+                yield _sse("done", {"message": message, "usage": usage.model_dump() if usage else None})
+            elif isinstance(event, Failed):
+                yield _sse("error", {"code": event.code, "message": event.message})
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/chats/{chat_id}/context-audit", response_model=AuditEnvelope, responses=error_responses(404))
+async def context_audit(chat_id: str, repos: Repos) -> dict[str, Any]:
+    if await repos.chats.get(chat_id) is None:
+        raise not_found("chat", chat_id)
+    row = await repos.audits.get(chat_id)
+    return {"audit": views.audit(row) if row else None}
+
+
+@router.post("/context-preview", response_model=PreviewEnvelope, responses=error_responses(404))
+async def context_preview(body: s.PreviewRequest, service: GenerationService) -> dict[str, Any]:
+    preview = await service.preview(
+        chat_id=body.chat_id, bot_id=body.bot_id, draft=body.user_message, max_tokens=body.max_tokens
+    )
+    return {"preview": preview}

@@ -1,0 +1,137 @@
+"""Rows → response models. The provider's API key is never part of any view (N2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..providers import enforces_output_limit
+from ..service.turn import profile_for
+from ..storage.tables import AuditRow, BotRow, ChatRow, LorebookRow, MemoryRow, MessageRow, ModelRow, ProviderRow
+from . import schemas as s
+
+
+def provider(row: ProviderRow) -> s.ProviderOut:
+    return s.ProviderOut(
+        id=row.id,
+        name=row.name,
+        kind=row.kind,  # type: ignore[arg-type]
+        base_url=row.base_url,
+        enabled=row.enabled,
+        has_api_key=bool(row.api_key),
+        enforces_output_limit=enforces_output_limit(row.kind),
+        created_at=row.created_at,
+    )
+
+
+def model(row: ModelRow) -> s.ModelOut:
+    profile = profile_for(row)
+    return s.ModelOut(
+        id=row.id,
+        provider_id=row.provider_id,
+        name=row.name,
+        type=row.type,  # type: ignore[arg-type]
+        context_window=row.context_window,
+        max_output_tokens=row.max_output_tokens,
+        enabled=row.enabled,
+        tokenizer=row.tokenizer,
+        tokenizer_profile=profile.name,
+        tokenizer_approximate=profile.approximate,
+        created_at=row.created_at,
+    )
+
+
+def bot(row: BotRow) -> s.BotOut:
+    return s.BotOut(
+        id=row.id,
+        name=row.name,
+        chat_model_id=row.chat_model_id,
+        system_prompt=row.system_prompt or "",
+        persona=row.persona or "",
+        context_strategy=row.context_strategy,
+        response_reserve=row.response_reserve,
+        context_limit=row.context_limit,
+        lorebook_ids=list(row.lorebook_ids or []),
+        template=row.template,
+        author_note=row.author_note,
+        author_note_depth=row.author_note_depth,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def lorebook(row: LorebookRow) -> s.LorebookOut:
+    return s.LorebookOut(
+        id=row.id,
+        name=row.name,
+        created_at=row.created_at,
+        entries=[
+            s.LoreEntryOut(
+                id=e.id,
+                keys=list(e.keys),
+                secondary_keys=list(e.secondary_keys),
+                content=e.content,
+                constant=e.constant,
+                enabled=e.enabled,
+                order=e.order,
+                position=e.position,  # type: ignore[arg-type]
+                depth=e.depth,
+            )
+            for e in row.entries
+        ],
+    )
+
+
+def memory(row: MemoryRow) -> s.MemoryOut:
+    return s.MemoryOut(
+        id=row.id, bot_id=row.bot_id, chat_id=row.chat_id, content=row.content, created_at=row.created_at
+    )
+
+
+def chat(row: ChatRow) -> s.ChatOut:
+    return s.ChatOut(
+        id=row.id,
+        bot_id=row.bot_id,
+        type=row.type,  # type: ignore[arg-type]
+        title=row.title or "",
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def message(row: MessageRow) -> s.MessageOut:
+    return s.MessageOut(
+        id=row.id,
+        chat_id=row.chat_id,
+        seq=row.seq,
+        role=row.role,  # type: ignore[arg-type]
+        content=row.content,
+        name=row.name,
+        tool_calls=row.tool_calls,
+        tool_call_id=row.tool_call_id,
+        pinned=row.pinned,
+        meta=dict(row.meta or {}),
+        workspace=row.workspace,
+        created_at=row.created_at,
+    )
+
+
+def usage(data: dict[str, Any] | None) -> s.UsageOut | None:
+    return (
+        s.UsageOut(**{k: data.get(k) for k in ("input_tokens", "output_tokens", "cached_input_tokens")})
+        if data
+        else None
+    )
+
+
+def audit(row: AuditRow) -> s.AuditOut:
+    payload = dict(row.payload or {})
+    return s.AuditOut(
+        **s.PreviewOut.model_validate(payload).model_dump(),
+        generation_id=row.generation_id,
+        chat_id=row.chat_id,
+        status=row.status,  # type: ignore[arg-type]
+        error_code=row.error_code,
+        usage=usage(row.usage),
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+    )

@@ -1,0 +1,251 @@
+"""Generation (A1-A3, V3) and the live preview (A5), on the storage, pipeline and provider adapters.
+
+A generation appends the user input, runs the pipeline and prepares the chat's audit in one transaction
+(a prompt that does not fit rolls all of that back and records a ``failed`` audit instead), calls the
+provider outside any transaction, then stores the reply and finishes the audit exactly once:
+``completed``, ``failed`` (with a normalized provider code) or ``cancelled`` (the client went away).
+A preview runs the same loading and pipeline in a transaction that is rolled back: nothing stored changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ..core.errors import TokenBudgetExceeded
+from ..pipeline import PipelineResult, run_pipeline
+from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, TextDelta, make_client
+from ..storage import Database, Repositories
+from ..storage.tables import ChatRow, MessageRow
+from .errors import ServiceError, not_found
+from .turn import Turn, load_turn, require_generation_ready
+
+log = logging.getLogger("contextshift.generation")
+
+ClientFactory = Callable[..., ProviderClient]
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    message: MessageRow
+    usage: dict[str, int] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    code: str
+    message: str
+
+
+GenerationEvent = Token | Done | Failed
+
+
+def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
+    return {
+        "provider_id": turn.provider.id if turn.provider else None,
+        "provider_kind": turn.provider.kind if turn.provider else None,
+        "model": turn.model.name if turn.model else None,
+        **result.to_dict(),
+    }
+
+
+def usage_dict(result: ChatResult) -> dict[str, int] | None:
+    if result.usage is None:
+        return None
+    return {
+        "input_tokens": result.usage.input_tokens,
+        "output_tokens": result.usage.output_tokens,
+        "cached_input_tokens": result.usage.cached_input_tokens,
+    }
+
+
+def _failed_payload(turn: Turn, error: TokenBudgetExceeded) -> dict[str, Any]:
+    params = error.params
+    request = turn.request
+    return {
+        "provider_id": turn.provider.id if turn.provider else None,
+        "provider_kind": turn.provider.kind if turn.provider else None,
+        "model": turn.model.name if turn.model else None,
+        "tokenizer": {"profile": turn.profile.name, "approximate": turn.profile.approximate},
+        "budget": {
+            "context_limit": int(str(params.get("context_limit", request.context_limit))),
+            "response_reserve": int(str(params.get("response_reserve", request.response_reserve))),
+            "prompt_tokens": int(str(params.get("prompt_tokens", error.protected_tokens))),
+        },
+        "context_strategy": request.strategy,
+        "entries": [],
+        "provider_messages": [],
+        "diagnostics": [*turn.notes, error.message],
+        "excluded_count": 0,
+    }
+
+
+class Generations:
+    """Runs generations and previews against one database."""
+
+    def __init__(self, db: Database, *, client_factory: ClientFactory = make_client, **client_options: Any) -> None:
+        self.db = db
+        self.client_factory = client_factory
+        self.client_options = client_options
+
+    # -- preview ------------------------------------------------------------------------------------------
+
+    async def preview(
+        self, *, chat_id: str | None, bot_id: str | None, draft: str, max_tokens: int | None
+    ) -> dict[str, Any]:
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            chat: ChatRow | None = None
+            if chat_id is not None:
+                chat = await repos.chats.get(chat_id)
+                if chat is None:
+                    raise not_found("chat", chat_id)
+                bot_id = chat.bot_id
+            if bot_id is None:
+                raise ServiceError(422, "VALIDATION", "Give chat_id or bot_id.", fields=["chat_id", "bot_id"])
+            bot = await repos.bots.get(bot_id)
+            if bot is None:
+                raise not_found("bot", bot_id)
+            turn = await load_turn(repos, bot=bot, chat=chat, draft=draft, max_tokens=max_tokens, preview=True)
+            await session.rollback()  # a preview writes nothing (A5)
+        return preview_payload(turn, run_pipeline(turn.request))
+
+    # -- generation ---------------------------------------------------------------------------------------
+
+    async def start(self, chat_id: str, content: str, max_tokens: int | None) -> tuple[str, Turn, PipelineResult]:
+        """Append the input, build the prompt and prepare the audit; raise before anything is sent."""
+        generation_id = uuid.uuid4().hex
+        failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            chat = await repos.chats.get(chat_id)
+            if chat is None:
+                raise not_found("chat", chat_id)
+            bot = await repos.bots.get(chat.bot_id)
+            if bot is None:
+                raise not_found("bot", chat.bot_id)
+            await repos.messages.append(chat.id, {"role": "user", "content": content})
+            turn = await load_turn(repos, bot=bot, chat=chat, draft=None, max_tokens=max_tokens, preview=False)
+            require_generation_ready(bot, turn.model, turn.provider)
+            try:
+                result = run_pipeline(turn.request)
+            except TokenBudgetExceeded as error:
+                failure = (_failed_payload(turn, error), error)  # read the rows before the rollback expires them
+                await session.rollback()  # the input is not stored: the request is rejected
+            else:
+                await repos.audits.prepare(chat.id, generation_id, preview_payload(turn, result))
+        if failure is not None:
+            payload, budget_error = failure
+            async with self.db.session() as session:
+                repos = Repositories(session)
+                await repos.audits.prepare(chat_id, generation_id, payload)
+                await repos.audits.finish(chat_id, generation_id, "failed", error_code=budget_error.code)
+            raise budget_error
+        return generation_id, turn, result
+
+    def _client(self, turn: Turn) -> ProviderClient:
+        assert turn.provider is not None
+        return self.client_factory(
+            turn.provider.kind, turn.provider.base_url, turn.provider.api_key, **self.client_options
+        )
+
+    @staticmethod
+    def _request(turn: Turn, result: PipelineResult, stream: bool) -> ChatRequest:
+        assert turn.model is not None
+        system = result.payload.get("system") or None
+        return ChatRequest(
+            model=turn.model.name,
+            messages=list(result.payload["messages"]),
+            system=system,
+            max_tokens=result.max_tokens,
+            stream=stream,
+        )
+
+    async def _store_reply(
+        self, chat_id: str, generation_id: str, reply: ChatResult, result: PipelineResult
+    ) -> tuple[MessageRow, dict[str, int] | None]:
+        usage = usage_dict(reply)
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": reply.text,
+            "meta": {
+                "generation_id": generation_id,
+                "finish_reason": reply.finish_reason,
+                "usage": usage,
+                "token_budget": result.budget,
+                "context_strategy": result.context_strategy,
+                "excluded_context_count": result.excluded_count,
+            },
+        }
+        if reply.tool_calls:
+            message["tool_calls"] = [c.to_dict() for c in reply.tool_calls]
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            row = await repos.messages.append(chat_id, message)
+            await repos.audits.finish(chat_id, generation_id, "completed", usage=usage)
+        return row, usage
+
+    async def finish_failed(self, chat_id: str, generation_id: str, code: str, *, cancelled: bool = False) -> None:
+        with anyio.CancelScope(shield=True):
+            async with self.db.session() as session:
+                status = "cancelled" if cancelled else "failed"
+                error_code = "GENERATION_CANCELLED" if cancelled else code
+                await Repositories(session).audits.finish(chat_id, generation_id, status, error_code=error_code)
+
+    async def complete(self, chat_id: str, content: str, max_tokens: int | None) -> Done:
+        generation_id, turn, result = await self.start(chat_id, content, max_tokens)
+        client = self._client(turn)
+        try:
+            reply = await client.complete(self._request(turn, result, stream=False))
+            if not reply.text and not reply.tool_calls:
+                raise ProviderError("EMPTY_RESPONSE", "The provider returned an empty reply.")
+        except ProviderError as error:
+            await self.finish_failed(chat_id, generation_id, error.code)
+            raise
+        except BaseException:
+            await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+        row, usage = await self._store_reply(chat_id, generation_id, reply, result)
+        return Done(row, usage)
+
+    async def stream(
+        self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
+    ) -> AsyncIterator[GenerationEvent]:
+        """Stream one prepared generation; cancelling the consumer cancels the provider call."""
+        client = self._client(turn)
+        finished: ChatResult | None = None
+        try:
+            async with client.stream(self._request(turn, result, stream=True)) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        if event.text:
+                            yield Token(event.text)
+                    elif isinstance(event, Finished):
+                        finished = event.result
+            if finished is None or (not finished.text and not finished.tool_calls):
+                raise ProviderError("EMPTY_RESPONSE", "The provider returned an empty reply.")
+        except ProviderError as error:
+            await self.finish_failed(chat_id, generation_id, error.code)
+            yield Failed(error.code, error.message)
+            return
+        except BaseException:
+            await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+        row, usage = await self._store_reply(chat_id, generation_id, finished, result)
+        yield Done(row, usage)

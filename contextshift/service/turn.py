@@ -1,0 +1,147 @@
+"""Loading one turn: everything the pipeline needs for a chat (or a bot and a draft), read once.
+
+Generation and preview both come through :func:`load_turn`, so they see the same prompt. Only the recent
+window of history is read (T4: stored per-message counts), never the whole chat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.tokens import ChatFormatProfile, TokenizerProfile
+from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sources
+from ..pipeline.interceptors import Interceptor
+from ..providers import to_anthropic_messages, to_openai_messages
+from ..storage import Repositories
+from ..storage.tables import BotRow, ChatRow, ModelRow, ProviderRow
+from ..tokenizers import get_tokenizer
+from .errors import ServiceError
+
+#: The context window assumed when neither the model nor the bot declares one.
+DEFAULT_CONTEXT_LIMIT = 8192
+
+
+@dataclass(slots=True)
+class Turn:
+    bot: BotRow
+    chat: ChatRow | None
+    model: ModelRow | None
+    provider: ProviderRow | None
+    profile: TokenizerProfile
+    request: PipelineRequest
+    notes: list[str] = field(default_factory=list)
+
+
+def profile_for(model: ModelRow | None) -> TokenizerProfile:
+    """T2: the model's ``tokenizer`` field overrides; otherwise the model name resolves; else approximate."""
+    if model is None:
+        return get_tokenizer(None)
+    return get_tokenizer(model.tokenizer or model.name)
+
+
+def serializer_for(kind: str) -> Any:
+    def anthropic(messages: list[Any]) -> dict[str, Any]:
+        system, wire = to_anthropic_messages(messages)
+        return {"system": system or "", "messages": wire}
+
+    def openai(messages: list[Any]) -> dict[str, Any]:
+        return {"messages": to_openai_messages(messages)}
+
+    return anthropic if kind == "anthropic" else openai
+
+
+async def resolve_model(repos: Repositories, bot: BotRow) -> tuple[ModelRow | None, ProviderRow | None]:
+    model = await repos.models.get(bot.chat_model_id) if bot.chat_model_id else None
+    provider = await repos.providers.get(model.provider_id) if model else None
+    return model, provider
+
+
+def require_generation_ready(bot: BotRow, model: ModelRow | None, provider: ProviderRow | None) -> None:
+    """Generation needs an enabled chat model on an enabled provider; preview does not."""
+    if model is None:
+        raise ServiceError(422, "MODEL_NOT_CONFIGURED", "The bot has no chat model; set chat_model_id.", bot_id=bot.id)
+    if model.type != "chat":
+        raise ServiceError(422, "MODEL_NOT_CHAT", "The bot's model is not a chat model.", model_id=model.id)
+    if not model.enabled:
+        raise ServiceError(422, "MODEL_DISABLED", "The bot's chat model is disabled.", model_id=model.id)
+    if provider is None or not provider.enabled:
+        raise ServiceError(422, "PROVIDER_DISABLED", "The chat model's provider is disabled.", model_id=model.id)
+
+
+async def load_turn(
+    repos: Repositories,
+    *,
+    bot: BotRow,
+    chat: ChatRow | None,
+    draft: str | None,
+    max_tokens: int | None,
+    preview: bool,
+) -> Turn:
+    """Build the pipeline request of a turn. ``draft`` None means the input is already the last message."""
+    model, provider = await resolve_model(repos, bot)
+    profile = profile_for(model)
+    notes: list[str] = []
+    limit = bot.context_limit or (model.context_window if model else None)
+    if limit is None:
+        limit = DEFAULT_CONTEXT_LIMIT
+        notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
+    reserve = max(bot.response_reserve, max_tokens or 0)
+    lore = [
+        LoreEntry(
+            id=entry.id,
+            content=entry.content,
+            keys=tuple(entry.keys),
+            secondary_keys=tuple(entry.secondary_keys),
+            constant=entry.constant,
+            enabled=entry.enabled,
+            order=entry.order,
+            position=entry.position,  # type: ignore[arg-type]
+            depth=entry.depth,
+        )
+        for book in await repos.lorebooks.get_many(bot.lorebook_ids or [])
+        for entry in book.entries
+    ]
+    memories = [
+        MemoryItem(m.id, m.content) for m in await repos.memories.list_for_bot(bot.id, chat.id if chat else None)
+    ]
+    history = []
+    if chat is not None and limit - reserve > 0:
+        window = await repos.messages.recent_window(
+            chat.id, profile.name, limit - reserve, profile.count, store_counts=not preview
+        )
+        history = window.messages()
+        if isinstance(profile, ChatFormatProfile):
+            for message in history:  # counts stored by an earlier turn spare the tokenizer after a restart (T4)
+                stored = window.tokens.get(message.id)
+                if stored is not None:
+                    profile.cache.put(message.text, stored)
+        if window.has_more:
+            notes.append("older history was not loaded: it lies beyond what any shift could keep")
+    interceptors: list[Interceptor] = []
+    if bot.author_note:
+        interceptors.append(AuthorNote(bot.author_note, bot.author_note_depth))
+    request = PipelineRequest(
+        sources=Sources(
+            system_prompt=bot.system_prompt or "",
+            persona=bot.persona or "",
+            lore=lore,
+            memories=memories,
+            history=history,
+            user_input=draft,
+        ),
+        profile=profile,
+        context_limit=limit,
+        response_reserve=bot.response_reserve,
+        max_tokens=max_tokens,
+        strategy=bot.context_strategy or "truncate",
+        template=bot.template,
+        interceptors=interceptors,
+        serializer=serializer_for(provider.kind if provider else "openai"),
+        model=model.name if model else "",
+        preview=preview,
+        chat_id=chat.id if chat else None,
+        bot_id=bot.id,
+        notes=notes,
+    )
+    return Turn(bot=bot, chat=chat, model=model, provider=provider, profile=profile, request=request, notes=notes)
