@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from typing_extensions import TypeAliasType
 
+from ..core.host import default_registry
 from ..core.strategies import STRATEGY_NAME
 from ..pipeline.template import parse_template
+
+#: Strings never hold NUL: PostgreSQL cannot store it, so the schema says so and no valid request is refused.
+NO_NUL = r"^[^\x00]*$"
+Text = Annotated[str, StringConstraints(pattern=NO_NUL)]
+#: Text with at least one non-space character (names, URLs, memories).
+Required = Annotated[str, StringConstraints(pattern=r"^[^\x00]*[^\s\x00][^\x00]*$")]
+Ident = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_NUL)]
+if TYPE_CHECKING:
+    JsonValue = Any
+else:
+    _Keys = Field(json_schema_extra={"additionalProperties": False})  # keys must match the no-NUL pattern
+    JsonValue = TypeAliasType(
+        "JsonValue",
+        Union[  # noqa: UP007
+            Text, int, float, bool, list["JsonValue"], Annotated[dict[Text, "JsonValue"], _Keys], None
+        ],
+    )
+JsonObject = Annotated[dict[Text, JsonValue], Field(json_schema_extra={"additionalProperties": False})]
 
 ProviderKind = Literal["openai", "anthropic", "openai-codex"]
 ModelType = Literal["chat", "embedding", "image"]
@@ -28,17 +48,17 @@ class Strict(BaseModel):
 
 
 class ProviderCreate(Strict):
-    name: str = Name
+    name: Required = Name
     kind: ProviderKind
-    base_url: str = Field(min_length=1, max_length=2000, pattern=r"^https?://\S+$")
-    api_key: str | None = Field(default=None, max_length=4000)
+    base_url: str = Field(min_length=1, max_length=2000, pattern=r"^https?://[!-~]+$")
+    api_key: Text | None = Field(default=None, max_length=4000)
     enabled: bool = True
 
 
 class ProviderPatch(Strict):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    base_url: str | None = Field(default=None, min_length=1, max_length=2000, pattern=r"^https?://\S+$")
-    api_key: str | None = Field(default=None, max_length=4000, description="A new key; an empty string removes it")
+    name: Required | None = Field(default=None, min_length=1, max_length=200)
+    base_url: str | None = Field(default=None, min_length=1, max_length=2000, pattern=r"^https?://[!-~]+$")
+    api_key: Text | None = Field(default=None, max_length=4000, description="A new key; an empty string removes it")
     enabled: bool | None = None
 
 
@@ -54,22 +74,22 @@ class ProviderOut(BaseModel):
 
 
 class ModelCreate(Strict):
-    provider_id: str = Field(min_length=1, max_length=64)
-    name: str = Name
+    provider_id: Ident
+    name: Required = Name
     type: ModelType = "chat"
     context_window: int | None = Tokens
     max_output_tokens: int | None = Tokens
     enabled: bool = True
-    tokenizer: str | None = Field(default=None, max_length=500)
+    tokenizer: Text | None = Field(default=None, max_length=500)
 
 
 class ModelPatch(Strict):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: Required | None = Field(default=None, min_length=1, max_length=200)
     type: ModelType | None = None
     context_window: int | None = Tokens
     max_output_tokens: int | None = Tokens
     enabled: bool | None = None
-    tokenizer: str | None = Field(default=None, max_length=500)
+    tokenizer: Text | None = Field(default=None, max_length=500)
 
 
 class ModelOut(BaseModel):
@@ -89,6 +109,33 @@ class ModelOut(BaseModel):
 # -- bots -------------------------------------------------------------------------------------------------
 
 TemplateItem = str | dict[str, Any]
+BlockName = Literal[
+    "system_prompt",
+    "persona",
+    "character",
+    "lorebook_before",
+    "memory",
+    "history",
+    "lorebook_after",
+    "post_history",
+    "input",
+]
+
+
+class CustomBlockIn(Strict):
+    """A text block of the bot's own, placed where it stands in the template (source ``template``)."""
+
+    id: Text = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    content: Text = Field(max_length=200_000)
+    role: Literal["system", "user", "assistant"] = "system"
+
+
+TemplateInput = BlockName | CustomBlockIn
+#: JSON Schema of a template: each block once, ``history`` and ``input`` required (P5).
+TEMPLATE_SCHEMA: dict[str, Any] = {
+    "uniqueItems": True,
+    "allOf": [{"contains": {"const": "history"}}, {"contains": {"const": "input"}}],
+}
 
 
 def _check_strategy(value: str | None) -> str | None:
@@ -97,42 +144,47 @@ def _check_strategy(value: str | None) -> str | None:
     return value
 
 
-def _check_template(value: list[TemplateItem] | None) -> list[TemplateItem] | None:
+def _check_template(value: list[TemplateInput] | None) -> list[TemplateInput] | None:
     if value is not None:
-        parse_template(value)
+        parse_template([v if isinstance(v, str) else v.model_dump() for v in value])
     return value
 
 
 class BotFields(Strict):
-    system_prompt: str | None = Field(default=None, max_length=200_000)
-    persona: str | None = Field(default=None, max_length=200_000)
-    context_strategy: str | None = Field(default=None, max_length=128)
+    system_prompt: Text | None = Field(default=None, max_length=200_000)
+    persona: Text | None = Field(default=None, max_length=200_000)
+    context_strategy: Text | None = Field(
+        default=None,
+        max_length=128,
+        description="A registered context strategy",
+        json_schema_extra={"enum": [*default_registry.names(), None]},
+    )
     response_reserve: int | None = Field(default=None, ge=1, le=1_000_000)
     context_limit: int | None = Field(default=None, ge=1, le=10_000_000)
-    lorebook_ids: list[str] | None = Field(default=None, max_length=100)
-    template: list[TemplateItem] | None = Field(default=None, max_length=100)
-    author_note: str | None = Field(default=None, max_length=20_000)
+    lorebook_ids: list[Ident] | None = Field(default=None, max_length=100)
+    template: list[TemplateInput] | None = Field(default=None, max_length=100, json_schema_extra=TEMPLATE_SCHEMA)
+    author_note: Text | None = Field(default=None, max_length=20_000)
     author_note_depth: int | None = Field(default=None, ge=0, le=1000)
 
     @field_validator("context_strategy")
     @classmethod
-    def _strategy(cls, value: str | None) -> str | None:
+    def _strategy(cls, value: Text | None) -> str | None:
         return _check_strategy(value)
 
     @field_validator("template")
     @classmethod
-    def _template(cls, value: list[TemplateItem] | None) -> list[TemplateItem] | None:
+    def _template(cls, value: list[TemplateInput] | None) -> list[TemplateInput] | None:
         return _check_template(value)
 
 
 class BotCreate(BotFields):
-    name: str = Name
-    chat_model_id: str | None = Field(default=None, max_length=64)
+    name: Required = Name
+    chat_model_id: Ident | None = None
 
 
 class BotPatch(BotFields):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    chat_model_id: str | None = Field(default=None, max_length=64)
+    name: Required | None = Field(default=None, min_length=1, max_length=200)
+    chat_model_id: Ident | None = None
 
 
 class BotOut(BaseModel):
@@ -156,9 +208,9 @@ class BotOut(BaseModel):
 
 
 class LoreEntryIn(Strict):
-    keys: list[str] = Field(default_factory=list, max_length=100)
-    secondary_keys: list[str] = Field(default_factory=list, max_length=100)
-    content: str = Field(max_length=200_000)
+    keys: list[Text] = Field(default_factory=list, max_length=100)
+    secondary_keys: list[Text] = Field(default_factory=list, max_length=100)
+    content: Text = Field(max_length=200_000)
     constant: bool = False
     enabled: bool = True
     order: int = Field(default=100, ge=-1_000_000, le=1_000_000)
@@ -179,12 +231,12 @@ class LoreEntryOut(BaseModel):
 
 
 class LorebookCreate(Strict):
-    name: str = Name
+    name: Required = Name
     entries: list[LoreEntryIn] = Field(default_factory=list, max_length=1000)
 
 
 class LorebookPatch(Strict):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    name: Required | None = Field(default=None, min_length=1, max_length=200)
     entries: list[LoreEntryIn] | None = Field(default=None, max_length=1000)
 
 
@@ -196,8 +248,8 @@ class LorebookOut(BaseModel):
 
 
 class MemoryCreate(Strict):
-    content: str = Field(min_length=1, max_length=100_000)
-    chat_id: str | None = Field(default=None, max_length=64)
+    content: Required = Field(min_length=1, max_length=100_000)
+    chat_id: Ident | None = None
 
 
 class MemoryOut(BaseModel):
@@ -212,9 +264,9 @@ class MemoryOut(BaseModel):
 
 
 class ChatCreate(Strict):
-    bot_id: str = Field(min_length=1, max_length=64)
+    bot_id: Ident
     type: ChatType = "chat"
-    title: str | None = Field(default=None, max_length=500)
+    title: Text | None = Field(default=None, max_length=500)
 
 
 class ChatOut(BaseModel):
@@ -226,36 +278,31 @@ class ChatOut(BaseModel):
     updated_at: datetime
 
 
-class ToolCallIn(Strict):
-    id: str = Field(min_length=1, max_length=200)
-    type: Literal["function"] = "function"
-    function: dict[str, Any]
+class FunctionIn(Strict):
+    name: Text = Field(min_length=1, max_length=200)
+    arguments: Text = Field(default="", max_length=1_000_000, description="The call's arguments as a JSON string")
 
-    @field_validator("function")
-    @classmethod
-    def _function(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if not isinstance(value.get("name"), str) or not value["name"]:
-            raise ValueError("function.name must be a non-empty string")
-        arguments = value.get("arguments", "")
-        if not isinstance(arguments, str):
-            raise ValueError("function.arguments must be a string")
-        return {"name": value["name"], "arguments": arguments}
+
+class ToolCallIn(Strict):
+    id: Text = Field(min_length=1, max_length=200)
+    type: Literal["function"] = "function"
+    function: FunctionIn
 
 
 class MessageCreate(Strict):
     role: Role
-    content: str | list[dict[str, Any]] | None = Field(default="", max_length=2_000_000)
-    name: str | None = Field(default=None, max_length=200)
+    content: Text | list[JsonObject] | None = Field(default="", max_length=2_000_000)
+    name: Text | None = Field(default=None, max_length=200)
     tool_calls: list[ToolCallIn] | None = Field(default=None, max_length=128)
-    tool_call_id: str | None = Field(default=None, max_length=200)
+    tool_call_id: Text | None = Field(default=None, max_length=200)
     pinned: bool = False
-    meta: dict[str, Any] = Field(default_factory=dict)
-    workspace: str | None = Field(default=None, max_length=200)
+    meta: JsonObject = Field(default_factory=dict)
+    workspace: Text | None = Field(default=None, max_length=200)
 
 
 class MessagePatch(Strict):
     pinned: bool | None = None
-    meta: dict[str, Any] | None = None
+    meta: JsonObject | None = None
 
 
 class MessageOut(BaseModel):
@@ -277,7 +324,7 @@ class MessageOut(BaseModel):
 
 
 class GenerateRequest(Strict):
-    content: str = Field(min_length=1, max_length=2_000_000)
+    content: Text = Field(min_length=1, max_length=2_000_000)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
     stream: bool = True
 
@@ -342,7 +389,18 @@ class AuditOut(PreviewOut):
 
 
 class PreviewRequest(Strict):
-    chat_id: str | None = Field(default=None, max_length=64)
-    bot_id: str | None = Field(default=None, max_length=64)
-    user_message: str = Field(default="", max_length=2_000_000)
+    """A preview of an existing chat (``chat_id``) or of a new chat with a bot (``bot_id``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["chat_id"], "properties": {"chat_id": {"type": "string"}}},
+                {"required": ["bot_id"], "properties": {"bot_id": {"type": "string"}}},
+            ]
+        },
+    )
+    chat_id: Ident | None = None
+    bot_id: Ident | None = None
+    user_message: Text = Field(default="", max_length=2_000_000)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)

@@ -117,8 +117,10 @@ class Generations:
             if bot is None:
                 raise not_found("bot", bot_id)
             turn = await load_turn(repos, bot=bot, chat=chat, draft=draft, max_tokens=max_tokens, preview=True)
-            await session.rollback()  # a preview writes nothing (A5)
-        return preview_payload(turn, run_pipeline(turn.request))
+            try:
+                return preview_payload(turn, run_pipeline(turn.request))
+            finally:
+                await session.rollback()  # a preview writes nothing (A5)
 
     # -- generation ---------------------------------------------------------------------------------------
 

@@ -118,7 +118,11 @@ async def test_an_unregistered_strategy_is_rejected_and_nothing_changes(service:
 async def test_a_bad_template_is_rejected(service: Service) -> None:
     ids = await service.setup_chat()
     response = await service.http.patch(f"/api/v2/bots/{ids['bot']}", json={"template": ["history", "bogus", "input"]})
-    assert response.status_code == 422 and "bogus" in response.json()["error"]["message"]
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "VALIDATION" and error["message"].startswith("template.1")
+    missing_input = await service.http.patch(f"/api/v2/bots/{ids['bot']}", json={"template": ["history"]})
+    assert missing_input.status_code == 422 and "input" in missing_input.json()["error"]["message"]
 
 
 async def test_deleting_a_chat_deletes_its_messages_and_audit(service: Service) -> None:

@@ -40,7 +40,7 @@ def _check_strategy(name: str | None) -> None:
 async def _check_lorebooks(repos: Repos, ids: list[str] | None) -> None:
     for lorebook_id in ids or []:
         if await repos.lorebooks.get(lorebook_id) is None:
-            raise ServiceError(422, "VALIDATION", f"lorebook_ids: no lorebook {lorebook_id!r}.", field="lorebook_ids")
+            raise not_found("lorebook", lorebook_id)
 
 
 @router.post("/bots", status_code=status.HTTP_201_CREATED, response_model=BotEnvelope, responses=error_responses(404))

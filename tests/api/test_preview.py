@@ -1,0 +1,130 @@
+"""The live preview (A5; seed 13.4 cases 24-25): the same stages as generation, and nothing stored changes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import text
+
+from contextshift.storage.tables import Base
+from tests.api.conftest import Service
+
+
+async def snapshot(service: Service) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, to compare the database before and after."""
+    database = service.backend.database()
+    await database.start()
+    try:
+        async with database.session() as session:
+            out = {}
+            for table in sorted(Base.metadata.tables):
+                rows = await session.execute(text(f"SELECT * FROM {table}"))
+                out[table] = sorted(tuple(str(v) for v in row) for row in rows)
+            return out
+    finally:
+        await database.close()
+
+
+async def preview(service: Service, body: dict[str, Any], expect: int = 200) -> dict[str, Any]:
+    response = await service.http.post("/api/v2/context-preview", json=body)
+    assert response.status_code == expect, response.text
+    return response.json()  # type: ignore[no-any-return]
+
+
+async def test_a_preview_for_a_bot_without_a_model_uses_the_approximate_tokenizer(service: Service) -> None:
+    bot = await service.post("/api/v2/bots", {"name": "lore", "system_prompt": "Narrate.", "persona": "Ilsa."})
+    lorebook = (
+        await service.post(
+            "/api/v2/lorebooks", {"name": "w", "entries": [{"keys": ["dragon"], "content": "Vermax sleeps."}]}
+        )
+    )["lorebook"]
+    await service.http.patch(f"/api/v2/bots/{bot['bot']['id']}", json={"lorebook_ids": [lorebook["id"]]})
+    before = await snapshot(service)
+    result = (await preview(service, {"bot_id": bot["bot"]["id"], "user_message": "Where is the dragon?"}))["preview"]
+    assert result["tokenizer"] == {"profile": "approximate", "approximate": True}
+    assert result["budget"]["prompt_tokens"] > 0 and result["budget"]["context_limit"] == 8192
+    included = {e["identifier"]: e for e in result["entries"] if e["included"]}
+    assert set(included) == {
+        "core.system-prompt",
+        "core.persona",
+        f"lore.{lorebook['entries'][0]['id']}",
+        "core.current-input",
+    }
+    assert included["core.current-input"]["source"] == "input"
+    assert "context window unknown; assuming 8192 tokens" in result["diagnostics"]
+    assert await snapshot(service) == before
+
+
+async def test_a_preview_of_an_existing_chat_follows_live_settings_and_writes_nothing(service: Service) -> None:
+    ids = await service.setup_chat(context_window=32768)
+    for n in range(6):
+        await service.post(f"/api/v2/chats/{ids['chat']}/messages", {"role": "user", "content": f"note {n}"})
+    await service.post(f"/api/v2/chats/{ids['chat']}/generate", {"content": "go", "stream": False}, 200)
+    before = await snapshot(service)
+    result = (await preview(service, {"chat_id": ids["chat"], "user_message": "draft text"}))["preview"]
+    assert result["budget"]["context_limit"] == 32768
+    assert result["tokenizer"] == {"profile": "o200k_base", "approximate": False}
+    assert result["provider_kind"] == "openai" and result["model"] == "gpt-4o"
+    assert result["entries"][-1]["content"] == "draft text" and result["entries"][-1]["included"]
+    assert await snapshot(service) == before
+    assert len(service.fake.requests) == 1  # the preview called no provider
+
+
+async def test_pin_and_exclude_change_the_next_preview(service: Service) -> None:
+    ids = await service.setup_chat(context_window=1200, response_reserve=1000)
+    made = []
+    for n in range(8):
+        row = await service.post(
+            f"/api/v2/chats/{ids['chat']}/messages", {"role": "user", "content": f"message {n} " + "word " * 40}
+        )
+        made.append(row["message"]["id"])
+
+    async def reasons() -> dict[str, str]:
+        result = (await preview(service, {"chat_id": ids["chat"], "user_message": "now"}))["preview"]
+        return {e["identifier"]: e["reason"] for e in result["entries"]}
+
+    first = await reasons()
+    assert first.get(made[0], "context-shift") == "context-shift"  # too old even to be loaded, or shifted out
+    assert first[made[-1]] == "fit"
+    chat = f"/api/v2/chats/{ids['chat']}/messages"
+    await service.http.patch(f"{chat}/{made[0]}", json={"pinned": True})
+    await service.http.patch(f"{chat}/{made[-1]}", json={"meta": {"manualExcluded": True}})
+    second = await reasons()
+    assert second[made[0]] == "protected"
+    assert second[made[-1]] == "manual"
+
+
+async def test_a_preview_that_cannot_fit_reports_the_budget_error(service: Service) -> None:
+    bot = (await service.post("/api/v2/bots", {"name": "big", "system_prompt": "x " * 5000, "context_limit": 1500}))[
+        "bot"
+    ]
+    body = await preview(service, {"bot_id": bot["id"], "user_message": "hi"}, expect=422)
+    assert body["error"]["code"] == "TOKEN_BUDGET_EXCEEDED"
+    assert body["error"]["params"]["context_limit"] == 1500
+
+
+async def test_a_preview_needs_a_chat_or_a_bot(service: Service) -> None:
+    body = await preview(service, {"user_message": "hi"}, expect=422)
+    assert body["error"]["code"] == "VALIDATION"
+    missing = await preview(service, {"chat_id": "nope", "user_message": "hi"}, expect=404)
+    assert missing["error"]["code"] == "CHAT_NOT_FOUND"
+
+
+async def test_a_long_chat_is_previewed_from_its_recent_window_only(service: Service) -> None:
+    ids = await service.setup_chat(context_window=2000, response_reserve=500)
+    database = service.backend.database()
+    await database.start()
+    try:
+        from contextshift.storage import Repositories
+
+        async with database.session() as session:
+            await Repositories(session).messages.append_many(
+                ids["chat"], [{"role": "user", "content": f"old message {n} with some words"} for n in range(3000)]
+            )
+    finally:
+        await database.close()
+    result = (await preview(service, {"chat_id": ids["chat"], "user_message": "latest"}))["preview"]
+    history = [e for e in result["entries"] if e["source"] == "history"]
+    assert 0 < len(history) < 500
+    assert any("older history was not loaded" in d for d in result["diagnostics"])
+    assert result["budget"]["prompt_tokens"] <= 1500
