@@ -1,0 +1,170 @@
+"""Which records to fold (C7, C9): oldest first, whole tool exchanges, the current turn raw, within budget.
+
+A pass folds a **prefix** of the foldable history: every foldable message before a cut position ``k``;
+barriers before ``k`` (see :mod:`.layout`) stay raw where they are. A cut is valid when it splits no tool
+group and the kept side does not start with a tool result (``history[k]`` is not one). Among valid cuts:
+
+* the **target** cut is the smallest one that leaves at most ``target_tokens`` of compactable raw history
+  (``target_tokens=None``: fold as much as possible, i.e. everything before the current turn — C6);
+* the **budget** cut is the largest one whose rendered records fit the summarizer input budget (C9), so an
+  over-full session is compacted oldest chunk first, over several passes, instead of failing;
+* the pass takes the smaller of the two, but always at least the first exchange with content (progress:
+  an exchange too big for the budget on its own is still folded, and the renderer shrinks it to fit).
+
+Existing summaries before the cut are folded too: the new summary replaces them (summaries roll up, they
+never stack without bound), and its ``covers`` lists their covered ids followed by the new raw ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+from ..messages import Message
+from .layout import Counter, TextCounter, analyze, is_summary, is_tool_result, text_counter
+from .records import SummaryRecord, record_is_empty, record_of, summary_covers, summary_workspaces
+from .rendering import prompt_overhead_tokens, record_tokens, spans_workspaces
+
+#: Reason codes of a selection.
+SELECTED = "selected"  # the fold reaches the target
+BUDGET_LIMITED = "budget_limited"  # the fold is the oldest chunk that fits; later passes continue
+BELOW_TARGET = "below_target"  # compactable history is already at or below the target
+NOTHING_TO_FOLD = "nothing_to_fold"  # nothing with content may be folded (all raw history is current or kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """One pass's split of the history into what is folded into the summary and what stays."""
+
+    fold: tuple[Message, ...]  # chronological; whole tool exchanges; earlier summaries included
+    keep: tuple[Message, ...]  # chronological; barriers, newer history and the current turn
+    fold_tokens: int  # chat-prompt cost of the folded messages: what the new summary replaces (C8)
+    keep_tokens: int  # chat-prompt cost of the kept messages
+    input_tokens: int  # estimated summarizer user-message tokens for the fold
+    pressure_before: int  # C2: compactable raw tokens before the pass
+    pressure_after: int  # compactable raw tokens the pass leaves
+    complete: bool  # the target is reached by this pass (True: no further pass is needed)
+    reason: str
+    oversized: bool = False  # the first exchange alone exceeds the budget; the renderer must shrink it
+    covers: tuple[str, ...] = ()  # raw message ids the new summary stands for, in order
+    supersedes: tuple[str, ...] = ()  # ids of the earlier summaries it replaces
+    workspaces: tuple[str, ...] = ()  # workspaces the fold spans, in order of appearance
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to fold: the pass is a no-op (``reason`` says why)."""
+        return not self.fold
+
+
+def _noop(messages: Sequence[Message], costs: Sequence[int], pressure: int, reason: str, complete: bool) -> Selection:
+    return Selection((), tuple(messages), 0, sum(costs), 0, pressure, pressure, complete, reason)
+
+
+def select_fold(
+    history: Sequence[Message],
+    *,
+    target_tokens: int | None,
+    input_budget: int,
+    counter: Counter | None = None,
+    input_counter: TextCounter | None = None,
+) -> Selection:
+    """Choose what one compaction pass folds (C7, C9).
+
+    ``history`` is the session as the prompt sees it, chronological: summary records in place of what they
+    cover, raw messages, and the current turn. ``target_tokens`` is the compactable raw history to leave
+    (from :func:`.policy.decide`), or ``None`` for "as much as possible" (manual ``/compact``).
+    ``input_budget`` is the summarizer user-message budget (:func:`.rendering.input_budget`). ``counter``
+    prices messages in the chat prompt (default ~4 chars/token); ``input_counter`` prices the summarizer's
+    input (default: the text counter of ``counter``; pass the summarizer model's own when it differs).
+    """
+    if target_tokens is not None and (isinstance(target_tokens, bool) or target_tokens < 0):
+        raise ValueError("target_tokens must be a non-negative integer or None")
+    if isinstance(input_budget, bool) or not isinstance(input_budget, int) or input_budget < 1:
+        raise ValueError("input_budget must be a positive integer")
+    layout = analyze(history, counter)
+    messages, costs, foldable, t = layout.messages, layout.costs, layout.foldable, layout.turn_start
+    n = len(messages)
+    pressure = layout.pressure
+    count = input_counter or text_counter(counter)
+
+    groups = [g for g in layout.members if foldable[g[0]]]
+    records = [record_of([messages[p] for p in g]) for g in groups]
+    contentful = [
+        g[-1]
+        for g, r in zip(groups, records, strict=True)
+        if not isinstance(r, SummaryRecord) and not record_is_empty(r)
+    ]
+    if not contentful:
+        return _noop(messages, costs, pressure, NOTHING_TO_FOLD, pressure <= (target_tokens or 0))
+    if target_tokens is not None and pressure <= target_tokens:
+        return _noop(messages, costs, pressure, BELOW_TARGET, True)
+
+    multi = spans_workspaces(records)
+    group_cost: dict[int, int] = {}  # rendered cost of a group, counted only when needed
+
+    def cost_of(number: int) -> int:
+        if number not in group_cost:
+            group_cost[number] = record_tokens(records[number], count, with_header=multi)
+        return group_cost[number]
+
+    inside = [0] * (n + 2)  # cuts inside a foldable group's span would split it
+    for g in groups:
+        inside[g[0] + 1] += 1
+        inside[g[-1] + 1] -= 1
+    splits = list(accumulate(inside))
+    valid = [k == 0 or (splits[k] == 0 and (k == n or not is_tool_result(messages[k]))) for k in range(t + 1)]
+    raw = [costs[p] if foldable[p] and not is_summary(messages[p]) else 0 for p in range(n)]
+    remaining = [0] * (t + 1)  # remaining[k]: compactable raw tokens at positions k .. t-1
+    for k in range(t - 1, -1, -1):
+        remaining[k] = remaining[k + 1] + raw[k]
+
+    # The fold with cut k renders the groups that end before k; walk them in that order only until the
+    # budget is spent (every later cut is over budget too), so a huge session is not rendered in full.
+    budget = input_budget - prompt_overhead_tokens(count)
+    by_end = sorted(range(len(groups)), key=lambda number: groups[number][-1])
+    over_from = n + 1  # the smallest cut whose fold exceeds the budget
+    spent = 0
+    for number in by_end:
+        spent += cost_of(number)
+        if spent > budget:
+            over_from = groups[number][-1] + 1
+            break
+
+    cuts = [k for k in range(t + 1) if valid[k]]  # t is always valid: it is a user message or the end
+    k_target = t if target_tokens is None else next(k for k in cuts if remaining[k] <= target_tokens)
+    k_budget = max((k for k in cuts if k < over_from), default=0)
+    k_progress = next(k for k in cuts if k > min(contentful))
+    k = max(min(k_target, k_budget), k_progress)
+    input_tokens = sum(cost_of(number) for number in by_end if groups[number][-1] < k)
+
+    fold = tuple(messages[p] for p in range(k) if foldable[p])
+    keep = tuple(messages[p] for p in range(n) if p >= k or not foldable[p])
+    covers: list[str] = []
+    supersedes: list[str] = []
+    workspaces: list[str] = []
+    for message in fold:
+        if is_summary(message):
+            covers.extend(summary_covers(message))
+            supersedes.append(message.id)
+            workspaces.extend(summary_workspaces(message))
+        else:
+            covers.append(message.id)
+            if message.workspace:
+                workspaces.append(message.workspace)
+    complete = k >= k_target
+    return Selection(
+        fold=fold,
+        keep=keep,
+        fold_tokens=sum(costs[p] for p in range(k) if foldable[p]),
+        keep_tokens=sum(costs[p] for p in range(n) if p >= k or not foldable[p]),
+        input_tokens=input_tokens + prompt_overhead_tokens(count),
+        pressure_before=pressure,
+        pressure_after=remaining[k],
+        complete=complete,
+        reason=SELECTED if complete else BUDGET_LIMITED,
+        oversized=input_tokens > budget,
+        covers=tuple(dict.fromkeys(covers)),
+        supersedes=tuple(supersedes),
+        workspaces=tuple(dict.fromkeys(workspaces)),
+    )
