@@ -13,6 +13,7 @@ from .. import __version__
 from ..providers import make_client
 from ..service.generation import ClientFactory, Generations
 from ..storage import Database
+from ..web import mount_web
 from .errors import install_error_handlers
 from .routes import bots, catalog, chats, generation
 
@@ -60,4 +61,5 @@ def create_app(
     async def healthz() -> Health:
         return Health(status="ok", version=__version__, database=db.display_url)
 
+    mount_web(app)
     return app
