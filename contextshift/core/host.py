@@ -9,11 +9,12 @@ is recounted by the host itself, which shifts again where the strategy's own cou
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from .errors import UnknownStrategy
-from .messages import PROTECTED_SYSTEM_SOURCES, Message, MessageLike
+from .errors import TokenBudgetExceeded, UnknownStrategy
+from .groups import Group
+from .messages import PROTECTED_SYSTEM_SOURCES, Message, MessageLike, ToolCall
 from .shifting import (
     CONTEXT_SHIFT,
     FIT,
@@ -46,11 +47,22 @@ def _run(strategy: Strategy, request: StrategyRequest, timeout: float) -> ShiftR
     return result
 
 
+def _well_formed(message: object) -> bool:
+    """A real ``Message`` whose fields have the types the rest of the host relies on."""
+    if not isinstance(message, Message) or not isinstance(message.id, str) or not isinstance(message.meta, Mapping):
+        return False
+    content = message.content
+    parts_ok = isinstance(content, tuple) and all(isinstance(p, Mapping) for p in content)
+    if not (content is None or isinstance(content, str) or parts_ok):
+        return False
+    return isinstance(message.tool_calls, tuple) and all(isinstance(c, ToolCall) for c in message.tool_calls)
+
+
 def _messages(items: object, what: str) -> list[Message]:
     if not isinstance(items, list | tuple):
         raise StrategyFailed(f"{what} is not a list")
-    if not all(isinstance(m, Message) for m in items):
-        raise StrategyFailed(f"{what} holds something that is not a Message")
+    if not all(_well_formed(m) for m in items):
+        raise StrategyFailed(f"{what} holds something that is not a well-formed Message")
     return list(items)
 
 
@@ -65,9 +77,9 @@ class _Review:
         kept = _messages(result.kept, "kept")
         _messages(result.excluded, "excluded")
         if not isinstance(result.truncated, list | tuple) or not all(
-            isinstance(t, Truncation) for t in result.truncated
+            isinstance(t, Truncation) and _well_formed(t.replacement) for t in result.truncated
         ):
-            raise StrategyFailed("truncated is not a list of Truncation")
+            raise StrategyFailed("truncated is not a list of Truncation with well-formed replacements")
         by_id = prompt.position
         kept_inputs = {m.id for m in kept if m.id in by_id}
         missing_protected = [
@@ -170,6 +182,17 @@ def _heal_groups(prompt: Prompt, kept_ids: set[str]) -> list[str]:
     return broken
 
 
+def _original_groups(prompt: Prompt, candidates: Sequence[Message]) -> list[Group]:
+    at = {m.id: i for i, m in enumerate(candidates)}
+    groups = []
+    for group in prompt.groups:
+        members = tuple(sorted(at[prompt.messages[p].id] for p in group.members if prompt.messages[p].id in at))
+        if members:
+            groups.append(Group(members=members, protected=group.protected))
+    groups.extend(Group(members=(i,), protected=False) for m, i in at.items() if m not in prompt.position)
+    return groups
+
+
 def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_message_overhead: int) -> ShiftResult:
     diagnostics = list(review.strategy_diagnostics) + review.diagnostics
     kept_ids = {m.id for m in review.kept}
@@ -179,8 +202,9 @@ def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_
             f'context strategy "{review.name}" split a tool group; {len(broken)} message(s) left with it'
         )
     candidates = [m for m in review.kept if m.id not in broken]
-    # The host's own recount, and a second shift where the strategy's count was wrong.
-    final = Prompt(candidates, counter, per_message_overhead)
+    # The host's own recount, and a second shift where the strategy's count was wrong, on the original
+    # prompt's groups and protection (a replacement is a group of its own and never protected).
+    final = Prompt(candidates, counter, per_message_overhead, groups=_original_groups(prompt, candidates))
     outcome = shift_prompt(final, budget)
     host_removed = {final.messages[p].id for p in outcome.removed}
     if host_removed:
@@ -275,6 +299,9 @@ def shift_with_strategy(
             private = replace(request, messages=copy.deepcopy(request.messages))
             result = _run(chosen, private, float(timeout))
         review = _Review(prompt, strategy, result)
+        outcome = _finish(prompt, review, budget, count_tokens, per_message_overhead)
+    except TokenBudgetExceeded:
+        raise
     except _ProtectedRemoved as error:
         return _fallback(
             request,
@@ -282,7 +309,12 @@ def shift_with_strategy(
         )
     except StrategyFailed as error:
         return _fallback(request, f'context strategy "{strategy}" failed ({error}); safe truncation used instead')
-    outcome = _finish(prompt, review, budget, count_tokens, per_message_overhead)
+    except Exception as error:  # anything else the plugin's result breaks in the review is its failure too
+        return _fallback(
+            request,
+            f'context strategy "{strategy}" returned an unusable result ({type(error).__name__}); '
+            "safe truncation used instead",
+        )
     outcome.diagnostics.insert(0, f'context strategy "{strategy}" applied')
     return outcome
 

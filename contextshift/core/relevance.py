@@ -10,7 +10,6 @@ half the share of the query's terms it contains. A block that shares no term wit
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from functools import cache
 
 import bm25s

@@ -84,12 +84,22 @@ def check_budget(budget: object) -> int:
 class Prompt:
     """A normalized prompt with every message counted once and its tool groups found."""
 
-    def __init__(self, messages: Sequence[MessageLike], counter: Counter, per_message_overhead: int = 4) -> None:
+    def __init__(
+        self,
+        messages: Sequence[MessageLike],
+        counter: Counter,
+        per_message_overhead: int = 4,
+        *,
+        groups: Sequence[Group] | None = None,
+    ) -> None:
+        """``groups`` replaces the groups found in ``messages`` (the host keeps the original prompt's groups)."""
         self.messages: list[Message] = normalize_messages(messages)
         self.counter = counter
         self.per_message_overhead = per_message_overhead
         self.costs, self.fixed = message_costs(self.messages, counter, per_message_overhead)
-        self.groups: list[Group] = build_groups(self.messages)
+        self.groups: list[Group] = (
+            sorted(groups, key=lambda g: g.first) if groups is not None else build_groups(self.messages)
+        )
         self.owner: list[int] = group_index(self.groups, len(self.messages))
         self.group_costs = [sum(self.costs[p] for p in g.members) for g in self.groups]
         self.position = {m.id: i for i, m in enumerate(self.messages)}
@@ -145,7 +155,12 @@ def shift_prompt(
         if not prompt.groups[n].protected and n not in pre_gone_groups
     ]
     protected_groups = [n for n, g in enumerate(prompt.groups) if g.protected]
-    protected_total = (prompt.fixed if protected_groups else 0) + sum(prompt.group_costs[n] for n in protected_groups)
+    if prompt.additive:
+        protected_total = (prompt.fixed if protected_groups else 0) + sum(
+            prompt.group_costs[n] for n in protected_groups
+        )
+    else:  # a profile whose whole-prompt count is not the sum of its messages: only its own count decides
+        protected_total = prompt.fresh_count(p for n in protected_groups for p in prompt.groups[n].members)
     if protected_total > budget:
         raise TokenBudgetExceeded(protected_total, budget)
     label = reason or (lambda _group: "context-shift")
@@ -168,19 +183,15 @@ def shift_prompt(
             total = 0
         return True
 
-    while total > budget and remove_next():
-        pass
-    kept = [p for p in range(len(prompt.messages)) if p not in gone]
     if prompt.additive:
+        while total > budget and remove_next():
+            pass
         tokens = total
     else:
-        tokens = prompt.fresh_count(kept)
+        # Recount after every removal: correct for any profile, linear only for additive ones.
+        tokens = prompt.fresh_count(p for p in range(len(prompt.messages)) if p not in gone)
         while tokens > budget and remove_next():
-            kept = [p for p in range(len(prompt.messages)) if p not in gone]
-            tokens = prompt.fresh_count(kept)
-        if tokens > budget:
-            protected_only = [p for p in kept if prompt.groups[prompt.owner[p]].protected]
-            raise TokenBudgetExceeded(prompt.fresh_count(protected_only), budget)
+            tokens = prompt.fresh_count(p for p in range(len(prompt.messages)) if p not in gone)
     return Outcome(removed=removal, reasons=gone, tokens=tokens)
 
 

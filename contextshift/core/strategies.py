@@ -113,7 +113,7 @@ def summarize(request: StrategyRequest) -> ShiftResult:
     target = min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, int(budget * SUMMARY_SHARE)))
     target = min(target, budget - protected - overhead)
     if target >= SUMMARY_MIN_TOKENS:
-        outcome = shift_prompt(prompt, budget - target - overhead)
+        outcome = shift_prompt(prompt, max(1, budget - target - overhead))
         sources = sorted(p for p in outcome.removed if prompt.messages[p].source in SUMMARIZABLE_SOURCES)
         summary_text = extractive_summary(
             [prompt.messages[p] for p in sources], _text_counter(request.count_tokens), target
