@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Float,
     CheckConstraint,
     ForeignKey,
     Index,
@@ -128,6 +129,12 @@ class BotRow(Base):
     template: Mapped[list[Any] | None] = mapped_column(JSONOrNull, nullable=True)
     author_note: Mapped[str | None] = mapped_column(Text, nullable=True)
     author_note_depth: Mapped[int] = mapped_column(Integer, nullable=False, default=4, server_default="4")
+    compaction_enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
+    compaction_threshold: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    compaction_ratio: Mapped[float] = mapped_column(Float, nullable=False, default=0.5, server_default="0.5")
+    compaction_model_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("models.id", ondelete="SET NULL"), nullable=True, index=True
+    )
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
 
@@ -184,6 +191,16 @@ class ChatRow(Base):
     title: Mapped[str] = mapped_column(String(500), nullable=False, default="", server_default="")
     history_version: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
     last_seq: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
+    #: C10: who runs this chat's compaction pass, and until when the lease holds (across processes).
+    compaction_lease_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    compaction_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: When the last automatic pass failed (the cooldown runs from here).
+    compaction_failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: C14: provider-reported prompt tokens and the cached part of them, over all generations.
+    usage_input_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
+    usage_cached_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
+    #: C14: tool name → how many calls the assistant made.
+    tools_used: Mapped[dict[str, int] | None] = mapped_column(JSONOrNull, nullable=True)
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
 
@@ -209,6 +226,7 @@ class MessageRow(Base):
     __table_args__ = (
         Index("uq_messages_chat_id_seq", "chat_id", "seq", unique=True),
         Index("ix_messages_chat_id_pinned_seq", "chat_id", "pinned", "seq"),
+        Index("ix_messages_chat_id_summary_id_seq", "chat_id", "summary_id", "seq"),
     )
 
     id: Mapped[str] = _id()
@@ -222,6 +240,8 @@ class MessageRow(Base):
     pinned: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     meta: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
     workspace: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    #: The summary that stands for this message in prompts (C8: raw messages are never deleted).
+    summary_id: Mapped[str | None] = mapped_column(ID, nullable=True)
     created_at: Mapped[datetime] = _created()
 
 
@@ -269,3 +289,71 @@ __all__ = [
     "ModelRow",
     "ProviderRow",
 ]
+
+
+COMPACTION_STATUSES = ("running", "ok", "error", "noop")
+COMPACTION_TRIGGERS = ("background", "sync", "manual")
+JOB_STATUSES = ("pending", "running", "done")
+
+
+class SummaryRow(Base):
+    """A committed compaction summary; it stands in prompts where the first message it covers was."""
+
+    __tablename__ = "summaries"
+    __table_args__ = (Index("ix_summaries_chat_id_superseded_by", "chat_id", "superseded_by"),)
+
+    id: Mapped[str] = _id()
+    chat_id: Mapped[str] = mapped_column(ID, ForeignKey("chats.id", ondelete="CASCADE"), nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    covers: Mapped[list[str]] = mapped_column(JSONValue, nullable=False, default=list)
+    workspaces: Mapped[list[str]] = mapped_column(JSONValue, nullable=False, default=list)
+    anchor_seq: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    #: A later summary that rolled this one up; only summaries with none are active.
+    superseded_by: Mapped[str | None] = mapped_column(ID, nullable=True)
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = _created()
+
+
+class CompactionLogRow(Base):
+    """C12: one compaction run (one or more passes)."""
+
+    __tablename__ = "compaction_logs"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", COMPACTION_STATUSES), name="status"),
+        CheckConstraint(_one_of("trigger", COMPACTION_TRIGGERS), name="trigger"),
+        Index("ix_compaction_logs_bot_id_started_at", "bot_id", "started_at"),
+        Index("ix_compaction_logs_chat_id_started_at", "chat_id", "started_at"),
+    )
+
+    id: Mapped[str] = _id()
+    bot_id: Mapped[str] = mapped_column(ID, ForeignKey("bots.id", ondelete="CASCADE"), nullable=False)
+    chat_id: Mapped[str] = mapped_column(ID, ForeignKey("chats.id", ondelete="CASCADE"), nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False)
+    trigger: Mapped[str] = mapped_column(String(16), nullable=False)
+    summary: Mapped[str | None] = mapped_column(Text, nullable=True)
+    message_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    passes: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    model: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    input_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow)
+    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class CompactionJobRow(Base):
+    """A background compaction waiting (or running) for a chat; it survives a restart."""
+
+    __tablename__ = "compaction_jobs"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", JOB_STATUSES), name="status"),
+        Index("ix_compaction_jobs_status_created_at", "status", "created_at"),
+    )
+
+    id: Mapped[str] = _id()
+    chat_id: Mapped[str] = mapped_column(ID, ForeignKey("chats.id", ondelete="CASCADE"), nullable=False, index=True)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="pending")
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()

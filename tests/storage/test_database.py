@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +10,7 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect, select, text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from contextshift.storage import Database, Repositories, default_database_url, head_revision, normalize_url
 from contextshift.storage.migrate import MIGRATIONS_PATH, upgrade
@@ -31,25 +32,6 @@ TABLES = {
     "message_tokens",
     "prompt_context_audits",
 }
-
-EXTRA_REVISION = '''"""Test-only revision after 0001."""
-
-import sqlalchemy as sa
-from alembic import op
-
-revision = "0002"
-down_revision = "0001"
-branch_labels = None
-depends_on = None
-
-
-def upgrade() -> None:
-    op.add_column("chats", sa.Column("extra_note", sa.Text(), nullable=True))
-
-
-def downgrade() -> None:
-    op.drop_column("chats", "extra_note")
-'''
 
 
 @pytest.mark.parametrize(
@@ -113,28 +95,38 @@ async def test_migrations_create_exactly_the_declared_schema(db: Database) -> No
         assert await connection.run_sync(_schema_diff) == []
 
 
-async def test_start_upgrades_a_database_at_an_older_revision(backend: Backend, tmp_path: Path) -> None:
-    migrations = tmp_path / "migrations"
-    shutil.copytree(MIGRATIONS_PATH, migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0002_test_extra.py").write_text(EXTRA_REVISION)
-    assert head_revision(migrations) == "0002"
-
-    assert await upgrade(backend.url, "0001", migrations_path=migrations, engine_options=backend.engine_options) == (
-        "0001"
-    )
-    old = backend.database()  # the packaged migrations: 0001 is their head
-    await old.start()
-    seeded = await seed_chat(old)
-    await old.close()
-
-    new = backend.database(migrations_path=migrations)
+async def test_start_upgrades_a_database_at_an_older_revision(backend: Backend) -> None:
+    assert head_revision() == "0002"
+    assert await upgrade(backend.url, "0001", engine_options=backend.engine_options) == "0001"
+    engine = create_async_engine(normalize_url(backend.url), **backend.engine_options)
+    async with engine.begin() as connection:  # rows written by a 0001-era service
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        await connection.execute(
+            text(
+                "INSERT INTO bots (id, name, system_prompt, persona, context_strategy, response_reserve, "
+                "lorebook_ids, author_note_depth, created_at, updated_at) VALUES "
+                "('b1', 'Ada', '', '', 'truncate', 1024, '[]', 4, :now, :now)"
+            ),
+            {"now": now},
+        )
+        await connection.execute(
+            text(
+                "INSERT INTO chats (id, bot_id, type, title, history_version, last_seq, created_at, updated_at) "
+                "VALUES ('c1', 'b1', 'chat', 'first', 0, 0, :now, :now)"
+            ),
+            {"now": now},
+        )
+    await engine.dispose()
+    new = backend.database()
     await new.start()
     try:
         assert await new.revision() == "0002"
         async with new.session() as session:
-            note = await session.execute(text("SELECT extra_note FROM chats WHERE id = :id"), {"id": seeded.chat_id})
-            assert note.scalar_one() is None
-            assert (await Repositories(session).chats.get(seeded.chat_id)) is not None
+            repos = Repositories(session)
+            bot = await repos.bots.get("b1")
+            assert bot is not None and bot.compaction_enabled is True and bot.compaction_threshold == 0
+            chat = await repos.chats.get("c1")
+            assert chat is not None and chat.title == "first" and chat.usage_input_tokens == 0
     finally:
         await new.close()
 

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from .audits import GENERATION_FAILED, GENERATION_INTERRUPTED, AuditRepository, normalize_error_code
 from .bots import BOT_DEFAULTS, BotRepository
 from .chats import ChatRepository
+from .compaction import CompactionRepository
 from .convert import merge_meta, message_values, row_to_message
 from .lorebooks import LorebookRepository
 from .memories import MemoryRepository
@@ -33,6 +34,7 @@ class Repositories:
         self.chats = ChatRepository(session)
         self.messages = MessageRepository(session)
         self.audits = AuditRepository(session)
+        self.compaction = CompactionRepository(session)
 
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "AuditRepository",
     "BotRepository",
     "ChatRepository",
+    "CompactionRepository",
     "LorebookRepository",
     "MemoryRepository",
     "MessagePage",

@@ -14,6 +14,7 @@ from ..tables import BotRow, ModelRow
 from ._common import (
     Validator,
     apply_changes,
+    boolean,
     execute_rowcount,
     integer,
     optional_positive,
@@ -35,6 +36,12 @@ def _template(field: str, value: Any) -> list[Any] | None:
     return list(value)
 
 
+def _ratio(field: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < float(value) < 1:
+        raise InvalidValue(field, "must be a number between 0 and 1 (exclusive)")
+    return float(value)
+
+
 _BOT_FIELDS: dict[str, Validator] = {
     "name": partial(text_value, required=True, max_length=200),
     "chat_model_id": _model_id,
@@ -47,6 +54,10 @@ _BOT_FIELDS: dict[str, Validator] = {
     "template": _template,
     "author_note": optional_text,
     "author_note_depth": partial(integer, minimum=0),
+    "compaction_enabled": boolean,
+    "compaction_threshold": partial(integer, minimum=0),
+    "compaction_ratio": _ratio,
+    "compaction_model_id": _model_id,
 }
 
 #: What a new bot gets for every field not given to ``create``.
@@ -61,6 +72,10 @@ BOT_DEFAULTS: dict[str, Any] = {
     "template": None,
     "author_note": None,
     "author_note_depth": 4,
+    "compaction_enabled": True,
+    "compaction_threshold": 0,
+    "compaction_ratio": 0.5,
+    "compaction_model_id": None,
 }
 
 
@@ -71,6 +86,9 @@ class BotRepository:
         self.session = session
 
     async def _check_model(self, fields: Mapping[str, Any]) -> None:
+        summarizer_id = fields.get("compaction_model_id")
+        if summarizer_id is not None and await self.session.get(ModelRow, summarizer_id) is None:
+            raise NotFound("model", summarizer_id)
         model_id = fields.get("chat_model_id")
         if model_id is None:
             return

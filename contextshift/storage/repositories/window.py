@@ -103,7 +103,8 @@ async def recent_window(
     Pages (growing from ``FIRST_PAGE_SIZE`` to ``page_size`` rows) are read newest-first; the missing
     counts of a page are computed with ``count_fn(text)`` and stored in bulk (not with
     ``store_counts=False``, e.g. for a preview that must change nothing). Pinned messages older than
-    the window are always added. Rows come back oldest first.
+    the window are always added (a pinned message comes back even if a summary covers it). Messages a
+    compaction summary covers are otherwise left out. Rows come back oldest first.
     """
     text_value("profile", profile, required=True, max_length=100)
     budget = integer("budget_tokens", budget_tokens)
@@ -115,7 +116,8 @@ async def recent_window(
     stopped = False
     before: int | None = None
     while not stopped:
-        query = select(MessageRow).where(MessageRow.chat_id == chat_id)
+        # Messages a compaction summary stands for are not history any more (unless pinned, below).
+        query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.summary_id.is_(None))
         if before is not None:
             query = query.where(MessageRow.seq < before)
         page = list(await session.scalars(query.order_by(MessageRow.seq.desc()).limit(size)))
@@ -146,7 +148,7 @@ async def recent_window(
         counts, n = await token_counts(session, pinned, profile, count_fn, store=store_counts)
         computed += n
         tokens.update(counts)
-        unpinned_left = select(exists().where(*older, MessageRow.pinned != true()))
+        unpinned_left = select(exists().where(*older, MessageRow.pinned != true(), MessageRow.summary_id.is_(None)))
         has_more = bool((await session.execute(unpinned_left)).scalar())
         window.extend(pinned)
     window.sort(key=lambda r: r.seq)
