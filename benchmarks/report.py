@@ -1,0 +1,204 @@
+"""Timing, peak memory and the results table (plain text for the terminal, Markdown for the README)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+MIB = 1024 * 1024
+
+
+@dataclass
+class Timing:
+    """Samples (seconds) of one callable, and the value its last call returned."""
+
+    samples: list[float]
+    result: Any
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Move everything alive now (the inputs) out of the collector's sight, so the ``gc.collect()``
+    before each timed call costs little; objects are still freed by reference counting."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _timed(fn: Callable[[], Any], setup: Callable[[], None] | None) -> tuple[float, Any]:
+    if setup is not None:
+        setup()
+    gc.collect()
+    # As timeit does: no collector pauses inside the timed region (the same for every library).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        result = fn()
+        elapsed = time.perf_counter() - start
+    finally:
+        if was_enabled:
+            gc.enable()
+    return elapsed, result
+
+
+def measure(
+    fn: Callable[[], Any],
+    *,
+    max_runs: int = 7,
+    setup: Callable[[], None] | None = None,
+    warmup: float = 0.5,
+    single_shot_after: float = 10.0,
+) -> Timing:
+    """Time ``fn``: warm-up calls (at least one; more until ``warmup`` seconds or 50 calls), then up to
+    ``max_runs`` timed calls (fewer for slow callables: 5 from 0.3 s, 3 from 1 s).
+
+    ``setup`` runs before every call, outside the timed region (e.g. to start from a cold cache). A first
+    call slower than ``single_shot_after`` seconds is the only sample (the quadratic peer).
+    """
+    with frozen_heap():
+        first, result = _timed(fn, setup)
+        if first >= single_shot_after:
+            return Timing([first], result)
+        spent, calls, last = first, 1, first
+        while spent < warmup and calls < 50:
+            last, result = _timed(fn, setup)
+            spent += last
+            calls += 1
+        runs = max_runs if last < 0.3 else min(max_runs, 5) if last < 1.0 else min(max_runs, 3)
+        samples = []
+        for _ in range(runs):
+            elapsed, result = _timed(fn, setup)
+            samples.append(elapsed)
+        return Timing(samples, result)
+
+
+def peak_mib(fn: Callable[[], Any], setup: Callable[[], None] | None = None) -> float:
+    """Peak traced allocation (MiB) of one call, in a run of its own (tracemalloc slows the call down)."""
+    with frozen_heap():
+        if setup is not None:
+            setup()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            fn()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    return peak / MIB
+
+
+@dataclass
+class Row:
+    case: str
+    library: str
+    messages: int
+    budget: int
+    timing: Timing | None = None
+    peak: float | None = None
+    kept: int | None = None
+    baseline: Row | None = None  # the contextshift row of the same case
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median_ms(self) -> float | None:
+        return None if self.timing is None else self.timing.median * 1000
+
+    @property
+    def ratio(self) -> float | None:
+        """This row's median time divided by contextshift's in the same case (>1: contextshift is faster)."""
+        if self.baseline is None or self.timing is None or self.baseline.timing is None:
+            return None
+        return self.timing.median / self.baseline.timing.median
+
+
+HEADERS = ("case", "library", "messages", "budget", "median ms", "runs", "peak MiB", "kept",
+           "time ÷ contextshift", "note")
+
+
+def _cells(row: Row) -> list[str]:
+    ms = row.median_ms
+    return [
+        row.case,
+        row.library,
+        f"{row.messages:,}",
+        f"{row.budget:,}",
+        "–" if ms is None else f"{ms:,.1f}" if ms >= 10 else f"{ms:.2f}",
+        "–" if row.timing is None else str(len(row.timing.samples)),
+        "–" if row.peak is None else f"{row.peak:,.1f}" if row.peak >= 10 else f"{row.peak:.2f}",
+        "–" if row.kept is None else f"{row.kept:,}",
+        "–" if row.ratio is None else f"{row.ratio:.2f}×",
+        row.note,
+    ]
+
+
+def text_table(rows: Sequence[Row]) -> str:
+    body = [list(HEADERS)] + [_cells(r) for r in rows]
+    widths = [max(len(line[i]) for line in body) for i in range(len(HEADERS) - 1)]
+    numeric = {2, 3, 4, 5, 6, 7, 8}
+    out = []
+    for n, line in enumerate(body):
+        cells = [
+            line[i].rjust(widths[i]) if i in numeric and n else line[i].ljust(widths[i])
+            for i in range(len(HEADERS) - 1)
+        ]
+        out.append("  ".join(cells) + ("  " + line[-1] if line[-1] else ""))
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def markdown_table(rows: Sequence[Row]) -> str:
+    align = ["---", "---", "--:", "--:", "--:", "--:", "--:", "--:", "--:", "---"]
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join(align) + "|"]
+    for row in rows:
+        cells = [c.replace("|", "\\|") for c in _cells(row)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    import langchain_core
+    import llama_index.core
+    import tiktoken
+
+    from contextshift import __version__
+
+    return (
+        f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPUs; contextshift {__version__}, langchain-core {langchain_core.__version__}, "
+        f"llama-index-core {llama_index.core.__version__}, tiktoken {tiktoken.__version__}"
+    )
+
+
+def load_note() -> str:
+    """The 1-minute load average, with a warning when other work shares the CPUs (timings get noisy)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return "load average unknown"
+    cpus = os.cpu_count() or 1
+    note = f"load average {load:.2f} on {cpus} CPUs"
+    if load > 0.5 * cpus + 0.5:
+        note += " (other processes were busy: timings are noisier than usual)"
+    return note
+
+
+def say(*parts: object, end: str = "\n") -> None:
+    print(*parts, end=end, flush=True)
