@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
-    Float,
     CheckConstraint,
+    Float,
     ForeignKey,
     Index,
     Integer,

@@ -13,7 +13,7 @@ from sqlalchemy import Connection, inspect, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from contextshift.storage import Database, Repositories, default_database_url, head_revision, normalize_url
-from contextshift.storage.migrate import MIGRATIONS_PATH, upgrade
+from contextshift.storage.migrate import upgrade
 from contextshift.storage.tables import Base, ProviderRow
 from contextshift.storage.urls import display_url
 
