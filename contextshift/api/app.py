@@ -6,16 +6,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 from fastapi import FastAPI
 from pydantic import BaseModel
 
 from .. import __version__
+from ..jobs import InProcessJobRunner
 from ..providers import make_client
+from ..service.compaction import Compactor
 from ..service.generation import ClientFactory, Generations
 from ..storage import Database
 from ..web import mount_web
 from .errors import install_error_handlers
-from .routes import bots, catalog, chats, generation
+from .routes import bots, catalog, chats, compaction, generation
 
 API_PREFIX = "/api/v2"
 
@@ -36,13 +39,28 @@ def create_app(
     """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
     a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``."""
     db = database if database is not None else Database(database_url)
+    options = dict(client_options or {})
+    compactor = Compactor(db, client_factory=client_factory, client_options=options)
+    jobs = InProcessJobRunner(db, compactor)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.start()
+        # One HTTP connection pool for every provider call (no TLS set-up per turn) unless the caller gave one.
+        shared = None if "http_client" in options else httpx.AsyncClient()
+        if shared is not None:
+            for holder in (app.state.generations.client_options, compactor.client_options):
+                holder["http_client"] = shared
+        await jobs.start()  # picks up background compaction left pending by a restart
         try:
             yield
         finally:
+            await jobs.stop()
+            await app.state.generations.settle()
+            if shared is not None:
+                for holder in (app.state.generations.client_options, compactor.client_options):
+                    holder.pop("http_client", None)
+                await shared.aclose()
             await db.close()
 
     app = FastAPI(
@@ -52,9 +70,11 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.db = db
-    app.state.generations = Generations(db, client_factory=client_factory, **(client_options or {}))
+    app.state.compactor = compactor
+    app.state.jobs = jobs
+    app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
     install_error_handlers(app)
-    for module in (catalog, bots, chats, generation):
+    for module in (catalog, bots, chats, generation, compaction):
         app.include_router(module.router, prefix=API_PREFIX)
 
     @app.get("/healthz", response_model=Health, tags=["service"])

@@ -165,6 +165,13 @@ class BotFields(Strict):
     template: list[TemplateInput] | None = Field(default=None, max_length=100, json_schema_extra=TEMPLATE_SCHEMA)
     author_note: Text | None = Field(default=None, max_length=20_000)
     author_note_depth: int | None = Field(default=None, ge=0, le=1000)
+    compaction_enabled: bool | None = None
+    compaction_threshold: int | None = Field(
+        default=None, ge=0, le=10_000_000, description="0 = automatic, relative to the chat model's window (C2)"
+    )
+    compaction_ratio: float | None = Field(
+        default=None, gt=0, lt=1, description="Legacy mode only (threshold > 0): share of history to fold"
+    )
 
     @field_validator("context_strategy")
     @classmethod
@@ -180,11 +187,13 @@ class BotFields(Strict):
 class BotCreate(BotFields):
     name: Required = Name
     chat_model_id: Ident | None = None
+    compaction_model_id: Ident | None = Field(default=None, description="null = use the chat model")
 
 
 class BotPatch(BotFields):
     name: Required | None = Field(default=None, min_length=1, max_length=200)
     chat_model_id: Ident | None = None
+    compaction_model_id: Ident | None = Field(default=None, description="null resets to the chat model")
 
 
 class BotOut(BaseModel):
@@ -200,6 +209,11 @@ class BotOut(BaseModel):
     template: list[TemplateItem] | None
     author_note: str | None
     author_note_depth: int
+    compaction_enabled: bool
+    compaction_threshold: int
+    compaction_ratio: float
+    compaction_ratio_used: bool = Field(description="False while the threshold is 0 (automatic mode)")
+    compaction_model_id: str | None
     created_at: datetime
     updated_at: datetime
 
@@ -317,6 +331,7 @@ class MessageOut(BaseModel):
     pinned: bool
     meta: dict[str, Any]
     workspace: str | None
+    summarized_by: str | None = Field(default=None, description="The summary that stands for it in prompts")
     created_at: datetime
 
 
@@ -404,3 +419,84 @@ class PreviewRequest(Strict):
     bot_id: Ident | None = None
     user_message: Text = Field(default="", max_length=2_000_000)
     max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+
+
+# -- compaction (C4-C14) ----------------------------------------------------------------------------------
+
+
+class CompactOut(BaseModel):
+    status: Literal["ok", "noop", "error"]
+    summary: str | None
+    message_count: int
+    log_id: str | None
+    error_code: str | None
+
+
+class CompactionLogOut(BaseModel):
+    id: str
+    bot_id: str
+    chat_id: str
+    status: Literal["running", "ok", "error", "noop"]
+    trigger: Literal["background", "sync", "manual"]
+    summary: str | None
+    message_count: int
+    passes: int
+    started_at: datetime
+    completed_at: datetime | None
+    model: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    error_code: str | None
+
+
+class CompactionLogPage(BaseModel):
+    logs: list[CompactionLogOut]
+    has_more: bool
+
+
+class ContextUsage(BaseModel):
+    tokens: int
+    window: int | None
+    percent: float | None
+    estimated: bool
+
+
+class PromptCache(BaseModel):
+    hit_rate: float | None
+    cached_tokens: int
+    input_tokens: int
+
+
+class ToolUse(BaseModel):
+    name: str
+    count: int
+
+
+class AutomaticCompaction(BaseModel):
+    active: bool
+    reason: str | None
+
+
+class StatusOut(BaseModel):
+    context: ContextUsage
+    prompt_cache: PromptCache
+    tools_used: list[ToolUse]
+    last_compaction: CompactionLogOut | None
+    automatic: AutomaticCompaction
+
+
+class StatusEnvelope(BaseModel):
+    status: StatusOut
+
+
+class SummaryOut(BaseModel):
+    id: str
+    content: str
+    covers: list[str]
+    workspaces: list[str]
+    model: str | None
+    created_at: datetime
+
+
+class SummaryList(BaseModel):
+    summaries: list[SummaryOut]

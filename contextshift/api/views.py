@@ -5,8 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..providers import enforces_output_limit
+from ..service.status import log_dict
 from ..service.turn import profile_for
-from ..storage.tables import AuditRow, BotRow, ChatRow, LorebookRow, MemoryRow, MessageRow, ModelRow, ProviderRow
+from ..storage.tables import (
+    AuditRow,
+    BotRow,
+    ChatRow,
+    CompactionLogRow,
+    LorebookRow,
+    MemoryRow,
+    MessageRow,
+    ModelRow,
+    ProviderRow,
+    SummaryRow,
+)
 from . import schemas as s
 
 
@@ -54,6 +66,11 @@ def bot(row: BotRow) -> s.BotOut:
         template=row.template,
         author_note=row.author_note,
         author_note_depth=row.author_note_depth,
+        compaction_enabled=row.compaction_enabled,
+        compaction_threshold=row.compaction_threshold,
+        compaction_ratio=row.compaction_ratio,
+        compaction_ratio_used=row.compaction_threshold > 0,
+        compaction_model_id=row.compaction_model_id,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
@@ -111,6 +128,7 @@ def message(row: MessageRow) -> s.MessageOut:
         pinned=row.pinned,
         meta=dict(row.meta or {}),
         workspace=row.workspace,
+        summarized_by=row.summary_id,
         created_at=row.created_at,
     )
 
@@ -134,4 +152,19 @@ def audit(row: AuditRow) -> s.AuditOut:
         usage=usage(row.usage),
         created_at=row.created_at,
         finished_at=row.finished_at,
+    )
+
+
+def compaction_log(row: CompactionLogRow) -> s.CompactionLogOut:
+    return s.CompactionLogOut(**log_dict(row))
+
+
+def summary(row: SummaryRow) -> s.SummaryOut:
+    return s.SummaryOut(
+        id=row.id,
+        content=row.content,
+        covers=list(row.covers),
+        workspaces=list(row.workspaces),
+        model=row.model,
+        created_at=row.created_at,
     )

@@ -54,6 +54,9 @@ class AuditEntry:
 
 
 def _entry(message: Message, tokens: int, included: bool, reason: str, **extra: Any) -> AuditEntry:
+    covers = message.meta.get("covers") if message.source == "summary" else None
+    if not extra.get("stands_for") and isinstance(covers, list):
+        extra["stands_for"] = [str(c) for c in covers]  # a stored compaction summary (C8)
     text = message.text
     if len(text) > MAX_CONTENT_CHARS:
         text = text[:MAX_CONTENT_CHARS] + "…"

@@ -9,6 +9,7 @@ A preview runs the same loading and pipeline in a transaction that is rolled bac
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +23,7 @@ from ..pipeline import PipelineResult, run_pipeline
 from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, TextDelta, make_client
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
+from .compaction import Compactor
 from .errors import ServiceError, not_found
 from .turn import Turn, load_turn, require_generation_ready
 
@@ -93,10 +95,48 @@ def _failed_payload(turn: Turn, error: TokenBudgetExceeded) -> dict[str, Any]:
 class Generations:
     """Runs generations and previews against one database."""
 
-    def __init__(self, db: Database, *, client_factory: ClientFactory = make_client, **client_options: Any) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        client_factory: ClientFactory = make_client,
+        compactor: Compactor | None = None,
+        **client_options: Any,
+    ) -> None:
         self.db = db
         self.client_factory = client_factory
         self.client_options = client_options
+        self.compactor = compactor
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def _compact_before_send(self, chat_id: str) -> None:
+        """C2: a synchronous pass at 75%; a failure is logged and the turn goes on (shifting still fits it)."""
+        if self.compactor is None:
+            return
+        try:
+            await self.compactor.before_send(chat_id)
+        except Exception as error:
+            log.warning("synchronous compaction of chat %s failed (%s)", chat_id, type(error).__name__)
+
+    def _after_turn(self, chat_id: str) -> None:
+        """C2: schedule a background pass at 50% without delaying the reply."""
+        if self.compactor is None:
+            return
+        task = asyncio.create_task(self._check_after_turn(chat_id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _check_after_turn(self, chat_id: str) -> None:
+        assert self.compactor is not None
+        try:
+            await self.compactor.after_turn(chat_id)
+        except Exception as error:
+            log.warning("scheduling compaction of chat %s failed (%s)", chat_id, type(error).__name__)
+
+    async def settle(self) -> None:
+        """Wait for the after-turn checks still running (tests, shutdown)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
 
     # -- preview ------------------------------------------------------------------------------------------
 
@@ -128,6 +168,7 @@ class Generations:
         """Append the input, build the prompt and prepare the audit; raise before anything is sent."""
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
+        await self._compact_before_send(chat_id)
         async with self.db.session() as session:
             repos = Repositories(session)
             chat = await repos.chats.get(chat_id)
@@ -195,6 +236,13 @@ class Generations:
             repos = Repositories(session)
             row = await repos.messages.append(chat_id, message)
             await repos.audits.finish(chat_id, generation_id, "completed", usage=usage)
+            await repos.compaction.add_usage(
+                chat_id,
+                input_tokens=usage["input_tokens"] if usage else 0,
+                cached_tokens=usage["cached_input_tokens"] if usage else 0,
+                tools=[c.name for c in reply.tool_calls],
+            )
+        self._after_turn(chat_id)
         return row, usage
 
     async def finish_failed(self, chat_id: str, generation_id: str, code: str, *, cancelled: bool = False) -> None:

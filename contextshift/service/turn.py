@@ -17,6 +17,7 @@ from ..storage import Repositories
 from ..storage.tables import BotRow, ChatRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
 from .errors import ServiceError
+from .history import is_command, merge
 
 #: The context window assumed when neither the model nor the bot declares one.
 DEFAULT_CONTEXT_LIMIT = 8192
@@ -110,7 +111,8 @@ async def load_turn(
         window = await repos.messages.recent_window(
             chat.id, profile.name, limit - reserve, profile.count, store_counts=not preview
         )
-        history = window.messages()
+        summaries = await repos.compaction.active_summaries(chat.id)
+        history = merge([r for r in window.rows if not is_command(r)], summaries)
         if isinstance(profile, ChatFormatProfile):
             for message in history:  # counts stored by an earlier turn spare the tokenizer after a restart (T4)
                 stored = window.tokens.get(message.id)

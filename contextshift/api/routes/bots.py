@@ -8,6 +8,7 @@ from fastapi import APIRouter, status
 
 from ...core.host import default_registry
 from ...service.errors import ServiceError, not_found
+from ...service.summarizer import check_choice
 from .. import schemas as s
 from .. import views
 from ..deps import Repos
@@ -48,6 +49,7 @@ async def create_bot(body: s.BotCreate, repos: Repos) -> dict[str, Any]:
     fields = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None or k == "chat_model_id"}
     _check_strategy(fields.get("context_strategy"))
     await _check_lorebooks(repos, fields.get("lorebook_ids"))
+    await check_choice(repos, fields.get("compaction_model_id"))
     name = fields.pop("name")
     row = await repos.bots.create(name=name, **fields)
     return {"bot": views.bot(row)}
@@ -69,10 +71,11 @@ async def get_bot(bot_id: str, repos: Repos) -> dict[str, Any]:
 @router.patch("/bots/{bot_id}", response_model=BotEnvelope, responses=error_responses(404))
 async def patch_bot(bot_id: str, body: s.BotPatch, repos: Repos) -> dict[str, Any]:
     changes = body.model_dump(exclude_unset=True)
-    nullable = {"chat_model_id", "context_limit", "template", "author_note"}
+    nullable = {"chat_model_id", "context_limit", "template", "author_note", "compaction_model_id"}
     changes = {k: v for k, v in changes.items() if v is not None or k in nullable}
     _check_strategy(changes.get("context_strategy"))
     await _check_lorebooks(repos, changes.get("lorebook_ids"))
+    await check_choice(repos, changes.get("compaction_model_id"))
     row = await repos.bots.update(bot_id, changes)
     if row is None:
         raise not_found("bot", bot_id)

@@ -6,12 +6,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from ...core.errors import TokenBudgetExceeded
+from ...service.commands import command_of, run_command
 from ...service.errors import not_found
 from ...service.generation import Done, Failed, Token
+from ...storage import Repositories
 from .. import schemas as s
 from .. import views
 from ..deps import GenerationService, Repos
@@ -26,6 +28,11 @@ SSE_DESCRIPTION = (
 )
 
 
+async def _chat_exists(request: Request, chat_id: str) -> bool:
+    async with request.app.state.db.session() as session:
+        return await Repositories(session).chats.get(chat_id) is not None
+
+
 def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
 
@@ -38,7 +45,20 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
         200: {"description": SSE_DESCRIPTION, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
     },
 )
-async def generate(chat_id: str, body: s.GenerateRequest, service: GenerationService) -> Any:
+async def generate(chat_id: str, body: s.GenerateRequest, service: GenerationService, request: Request) -> Any:
+    command = command_of(body.content)
+    if command is not None:  # V4: answered by the service, never by the chat model
+        if await _chat_exists(request, chat_id) is False:
+            raise not_found("chat", chat_id)
+        answer = views.message(await run_command(service.db, request.app.state.compactor, chat_id, command))
+        if not body.stream:
+            return {"message": answer, "usage": None}
+
+        async def answered() -> AsyncIterator[bytes]:
+            yield _sse("token", {"text": answer.content})
+            yield _sse("done", {"message": answer.model_dump(mode="json"), "usage": None})
+
+        return StreamingResponse(answered(), media_type="text/event-stream")
     if not body.stream:
         done = await service.complete(chat_id, body.content, body.max_tokens)
         return {"message": views.message(done.message), "usage": views.usage(done.usage)}

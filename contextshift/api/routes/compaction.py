@@ -1,0 +1,74 @@
+"""Compaction (C4-C14, V4): run it, read its logs and the eligible models, the session status, summaries."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from ...service.compaction import Compactor
+from ...service.errors import not_found
+from ...service.status import chat_status
+from ...service.summarizer import eligible_models
+from .. import schemas as s
+from .. import views
+from ..deps import Repos
+from ..envelopes import ModelList
+from ..errors import error_responses
+
+router = APIRouter(tags=["compaction"], responses=error_responses(400, 422, 500))
+
+Limit = Annotated[int, Query(ge=1, le=100)]
+Offset = Annotated[int, Query(ge=0, le=1_000_000)]
+
+
+def compactor(request: Request) -> Compactor:
+    service: Compactor = request.app.state.compactor
+    return service
+
+
+@router.post(
+    "/chats/{chat_id}/compact",
+    response_model=s.CompactOut,
+    responses=error_responses(404),
+    description="Compact as much of the session as possible now (C6); bypasses the failure cooldown. "
+    "A 422 with code `compaction.model_unavailable` says why no summarizer can run (`params.reason`).",
+)
+async def compact(chat_id: str, request: Request) -> dict[str, Any]:
+    outcome = await compactor(request).run(chat_id, "manual")
+    return outcome.to_dict()
+
+
+@router.get("/bots/{bot_id}/compaction/models", response_model=ModelList, responses=error_responses(404))
+async def compaction_models(bot_id: str, repos: Repos) -> dict[str, Any]:
+    if await repos.bots.get(bot_id) is None:
+        raise not_found("bot", bot_id)
+    return {"models": [views.model(m) for m in await eligible_models(repos)]}
+
+
+@router.get("/bots/{bot_id}/compaction/logs", response_model=s.CompactionLogPage, responses=error_responses(404))
+async def bot_logs(bot_id: str, repos: Repos, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
+    if await repos.bots.get(bot_id) is None:
+        raise not_found("bot", bot_id)
+    rows, more = await repos.compaction.logs(bot_id=bot_id, limit=limit, offset=offset)
+    return {"logs": [views.compaction_log(r) for r in rows], "has_more": more}
+
+
+@router.get("/chats/{chat_id}/compaction/logs", response_model=s.CompactionLogPage, responses=error_responses(404))
+async def chat_logs(chat_id: str, repos: Repos, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
+    if await repos.chats.get(chat_id) is None:
+        raise not_found("chat", chat_id)
+    rows, more = await repos.compaction.logs(chat_id=chat_id, limit=limit, offset=offset)
+    return {"logs": [views.compaction_log(r) for r in rows], "has_more": more}
+
+
+@router.get("/chats/{chat_id}/summaries", response_model=s.SummaryList, responses=error_responses(404))
+async def summaries(chat_id: str, repos: Repos) -> dict[str, Any]:
+    if await repos.chats.get(chat_id) is None:
+        raise not_found("chat", chat_id)
+    return {"summaries": [views.summary(r) for r in await repos.compaction.active_summaries(chat_id)]}
+
+
+@router.get("/chats/{chat_id}/status", response_model=s.StatusEnvelope, responses=error_responses(404))
+async def status(chat_id: str, request: Request) -> dict[str, Any]:
+    return {"status": await chat_status(request.app.state.db, chat_id, cooldown=compactor(request).cooldown)}

@@ -1,0 +1,355 @@
+"""Compaction runs (C2, C6, C8-C12): triggers, the lease, passes, validation, commit and the log.
+
+A run holds the chat's lease (one run per chat, across processes), then makes passes: select the oldest
+whole exchanges that fit the summarizer, ask the summarizer, validate the reply (empty, cut off, or not
+smaller is rejected), and commit the summary only if the history did not change meanwhile. A failed or
+rejected pass leaves every message as it was and arms the cooldown of automatic runs. Each run writes one
+log entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from ..core.compaction import (
+    FAILURE_COOLDOWN_SECONDS,
+    MAX_BACKGROUND_PASSES,
+    CompactionSettings,
+    accept_summary,
+    build_prompt,
+    compactable_tokens,
+    cooldown_active,
+    decide,
+    input_budget,
+    max_output_tokens,
+    select_fold,
+)
+from ..core.compaction.rendering import SummarizerInputTooLarge
+from ..core.tokens import TokenizerProfile
+from ..providers import ChatRequest, ProviderClient, ProviderError, make_client, to_anthropic_messages
+from ..providers import to_openai_messages as openai_wire
+from ..storage import Database, Repositories
+from ..storage.tables import BotRow, ChatRow, CompactionLogRow
+from ..storage.types import new_id, utcnow
+from .errors import not_found
+from .history import is_command, merge
+from .summarizer import CompactionUnavailable, Summarizer, resolve
+from .turn import profile_for
+
+log = logging.getLogger("contextshift.compaction")
+
+#: A pass runs at most this many times in a manual run ("as much as possible", but never unbounded).
+MAX_MANUAL_PASSES = 20
+REJECTED = {
+    "empty": "COMPACTION_SUMMARY_EMPTY",
+    "truncated": "COMPACTION_SUMMARY_TRUNCATED",
+    "not_smaller": "COMPACTION_SUMMARY_NOT_SMALLER",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    status: str  # ok | noop | error
+    summary: str | None = None
+    message_count: int = 0
+    log_id: str | None = None
+    error_code: str | None = None
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "summary": self.summary,
+            "message_count": self.message_count,
+            "log_id": self.log_id,
+            "error_code": self.error_code,
+        }
+
+
+def settings_of(bot: BotRow) -> CompactionSettings:
+    return CompactionSettings(
+        enabled=bot.compaction_enabled, threshold=bot.compaction_threshold, ratio=bot.compaction_ratio
+    )
+
+
+def window_of(bot: BotRow, chat_model_window: int | None) -> int | None:
+    """C1: the chat model's window (a bot's own context limit, when set, is the tighter bound)."""
+    return bot.context_limit or chat_model_window
+
+
+class Compactor:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        client_factory: Callable[..., ProviderClient] = make_client,
+        client_options: dict[str, Any] | None = None,
+        lease: timedelta = timedelta(minutes=10),
+        cooldown: float = FAILURE_COOLDOWN_SECONDS,
+        wait_poll: float = 0.05,
+    ) -> None:
+        self.db = db
+        self.client_factory = client_factory
+        self.client_options = dict(client_options or {})
+        self.owner = uuid.uuid4().hex
+        self.lease = lease
+        self.cooldown = cooldown
+        self.wait_poll = wait_poll
+        #: Called with a chat id when a background pass should be scheduled (set by the job runner).
+        self.schedule: Callable[[str], Any] | None = None
+
+    # -- triggers (C2) ------------------------------------------------------------------------------------
+
+    async def _pressure(self, repos: Repositories, chat: ChatRow, profile: TokenizerProfile, limit: int) -> int:
+        """Compactable raw tokens, read newest-first only until ``limit`` is passed (bounded by the window).
+
+        The current turn does not count, so the read widens (a few times at most) until the compactable part
+        alone passes ``limit`` or the history ends.
+        """
+        summaries = await repos.compaction.active_summaries(chat.id)
+        reach = limit
+        for _ in range(4):
+            window = await repos.messages.recent_window(chat.id, profile.name, reach, profile.count, store_counts=False)
+            pressure = compactable_tokens(merge([r for r in window.rows if not is_command(r)], summaries), profile)
+            if pressure >= limit or not window.has_more:
+                return pressure
+            reach *= 2
+        return pressure
+
+    async def decision(self, chat_id: str, phase: str) -> tuple[str, int | None]:
+        """``(action, target)`` for the chat now: ``none``, ``background`` or ``sync``."""
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            chat = await repos.chats.get(chat_id)
+            if chat is None:
+                return "none", None
+            bot = await repos.bots.get(chat.bot_id)
+            if bot is None or not bot.compaction_enabled:
+                return "none", None
+            model = await repos.models.get(bot.chat_model_id) if bot.chat_model_id else None
+            window = window_of(bot, model.context_window if model else None)
+            settings = settings_of(bot)
+            if window is None:
+                return "none", None
+            if chat.compaction_failed_at is not None and cooldown_active(
+                chat.compaction_failed_at.timestamp(), utcnow().timestamp(), self.cooldown
+            ):
+                return "none", None
+            # Enough history to tell whether the highest trigger is reached; never the whole chat.
+            ceiling = max(int(window * 0.76), settings.threshold) + 1
+            pressure = await self._pressure(repos, chat, profile_for(model), ceiling)
+        verdict = decide(window, pressure, settings, phase=phase)  # type: ignore[arg-type]
+        return verdict.action, verdict.target_tokens
+
+    async def before_send(self, chat_id: str) -> Outcome | None:
+        """C2: at 75% a synchronous pass runs before the turn is sent (it never fails the turn)."""
+        action, _target = await self.decision(chat_id, "before_send")
+        if action != "sync":
+            return None
+        return await self.run(chat_id, "sync")
+
+    async def after_turn(self, chat_id: str) -> bool:
+        """C2: at 50% a background pass is scheduled; the reply is never delayed by it."""
+        action, _target = await self.decision(chat_id, "after_turn")
+        if action != "background":
+            return False
+        async with self.db.session() as session:
+            queued = await Repositories(session).compaction.enqueue(chat_id)
+        if queued and self.schedule is not None:
+            self.schedule(chat_id)
+        return queued
+
+    # -- a run --------------------------------------------------------------------------------------------
+
+    async def run(self, chat_id: str, trigger: str) -> Outcome:
+        """One run of ``background``, ``sync`` or ``manual`` compaction; manual raises when unavailable."""
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            chat = await repos.chats.get(chat_id)
+            if chat is None:
+                raise not_found("chat", chat_id)
+            bot = await repos.bots.get(chat.bot_id)
+            if bot is None:
+                raise not_found("bot", chat.bot_id)
+            try:
+                summarizer = await resolve(repos, bot)
+            except CompactionUnavailable:
+                if trigger == "manual":
+                    raise
+                return Outcome("noop", reason="model_unavailable")
+            chat_model = await repos.models.get(bot.chat_model_id) if bot.chat_model_id else None
+            failed_at = chat.compaction_failed_at
+            if (
+                trigger != "manual"
+                and failed_at is not None
+                and cooldown_active(failed_at.timestamp(), utcnow().timestamp(), self.cooldown)
+            ):
+                return Outcome("noop", reason="cooldown")
+            acquired = await repos.compaction.acquire_lease(chat_id, self.owner, self.lease)
+        if not acquired:
+            if trigger == "background":
+                return Outcome("noop", reason="running")
+            return await self._wait_for_running(chat_id)
+        try:
+            return await self._passes(chat_id, bot, summarizer, profile_for(chat_model), trigger)
+        finally:
+            async with self.db.session() as session:
+                await Repositories(session).compaction.release_lease(chat_id, self.owner)
+
+    async def _wait_for_running(self, chat_id: str) -> Outcome:
+        """C10: a synchronous caller waits for the running pass and uses its result."""
+        while True:
+            async with self.db.session() as session:
+                repos = Repositories(session)
+                if not await repos.compaction.lease_busy(chat_id):
+                    last = await repos.compaction.last_finished_log(chat_id)
+                    break
+            await asyncio.sleep(self.wait_poll)
+        if last is None:
+            return Outcome("noop", reason="running")
+        return _outcome_of(last)
+
+    async def _passes(
+        self, chat_id: str, bot: BotRow, summarizer: Summarizer, profile: TokenizerProfile, trigger: str
+    ) -> Outcome:
+        async with self.db.session() as session:
+            entry = await Repositories(session).compaction.start_log(
+                bot_id=bot.id, chat_id=chat_id, trigger=trigger, model=summarizer.model.name
+            )
+        settings = settings_of(bot)
+        chat_window = window_of(bot, await self._chat_window(bot))
+        limit = MAX_MANUAL_PASSES if trigger == "manual" else MAX_BACKGROUND_PASSES
+        folded = passes = input_tokens = output_tokens = 0
+        summary_text: str | None = None
+        error_code: str | None = None
+        for _ in range(limit):
+            target: int | None = None
+            if trigger != "manual":
+                phase = "before_send" if trigger == "sync" else "after_turn"
+                pressure = await self._full_pressure(chat_id, profile)
+                verdict = decide(chat_window, pressure, settings, phase=phase)  # type: ignore[arg-type]
+                if verdict.action == "none" and passes:
+                    break
+                target = verdict.target_tokens
+            result = await self._one_pass(chat_id, summarizer, profile, target)
+            if result is None:  # nothing (more) to fold
+                break
+            passes += 1
+            if isinstance(result, str):
+                error_code = result
+                break
+            text, count, used_in, used_out = result
+            summary_text, folded = text, folded + count
+            input_tokens += used_in
+            output_tokens += used_out
+        status = "error" if error_code else ("ok" if folded else "noop")
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            await repos.compaction.finish_log(
+                entry.id,
+                status=status,
+                summary=summary_text,
+                message_count=folded,
+                passes=passes,
+                input_tokens=input_tokens or None,
+                output_tokens=output_tokens or None,
+                error_code=error_code,
+            )
+            await repos.compaction.set_failed_at(chat_id, utcnow() if error_code else None)
+        if error_code:
+            log.info("compaction of chat %s failed (%s)", chat_id, error_code)
+        return Outcome(status, summary_text, folded, entry.id, error_code)
+
+    async def _chat_window(self, bot: BotRow) -> int | None:
+        async with self.db.session() as session:
+            model = await Repositories(session).models.get(bot.chat_model_id) if bot.chat_model_id else None
+        return model.context_window if model else None
+
+    async def _full_pressure(self, chat_id: str, profile: TokenizerProfile) -> int:
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            rows = await repos.compaction.unsummarized(chat_id)
+            history = merge(rows, await repos.compaction.active_summaries(chat_id))
+        return compactable_tokens(history, profile)
+
+    async def _one_pass(
+        self, chat_id: str, summarizer: Summarizer, profile: TokenizerProfile, target: int | None
+    ) -> tuple[str, int, int, int] | str | None:
+        """A pass: (summary, messages folded, tokens in, tokens out), an error code, or None for nothing to do."""
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            version = await repos.compaction.history_version(chat_id)
+            rows = await repos.compaction.unsummarized(chat_id)
+            history = merge(rows, await repos.compaction.active_summaries(chat_id))
+        if version is None:
+            return None
+        summarizer_profile = profile_for(summarizer.model)
+        budget = input_budget(summarizer.window, count=summarizer_profile.count)
+        if budget <= 0:
+            return "COMPACTION_WINDOW_TOO_SMALL"
+        selection = select_fold(
+            history, target_tokens=target, input_budget=budget, counter=profile, input_counter=summarizer_profile.count
+        )
+        if selection.empty:
+            return None
+        try:
+            prompt = build_prompt(selection.fold, budget_tokens=budget, count=summarizer_profile.count)
+        except SummarizerInputTooLarge:
+            return "COMPACTION_INPUT_TOO_LARGE"  # C9: before any model call
+        client = self.client_factory(
+            summarizer.provider.kind, summarizer.provider.base_url, summarizer.provider.api_key, **self.client_options
+        )
+        try:
+            messages = prompt.messages()
+            if summarizer.provider.kind == "anthropic":
+                system, wire = to_anthropic_messages(messages)
+            else:
+                system, wire = None, openai_wire(messages)
+            reply = await client.complete(
+                ChatRequest(
+                    model=summarizer.model.name,
+                    messages=wire,
+                    system=system,
+                    max_tokens=max_output_tokens(summarizer.window),
+                )
+            )
+        except ProviderError as error:
+            return error.code
+        finally:
+            await client.aclose()
+        verdict, record = accept_summary(
+            reply.text, reply.finish_reason, selection, message_id=new_id(), counter=profile
+        )
+        if not verdict.ok or record is None:
+            return REJECTED.get(verdict.reason or "", "COMPACTION_SUMMARY_REJECTED")
+        async with self.db.session() as session:
+            committed = await Repositories(session).compaction.commit_summary(
+                chat_id,
+                version,
+                content=record.text,
+                covers=list(selection.covers),
+                supersedes=list(selection.supersedes),
+                workspaces=list(selection.workspaces),
+                model=summarizer.model.name,
+            )
+        if committed is None:
+            return "COMPACTION_HISTORY_CHANGED"  # C10: an edit during the pass; nothing is committed
+        usage = reply.usage
+        raw_folded = len([m for m in selection.fold if m.source != "summary"])
+        return (
+            record.text,
+            raw_folded,
+            usage.input_tokens if usage else 0,
+            usage.output_tokens if usage else 0,
+        )
+
+
+def _outcome_of(row: CompactionLogRow) -> Outcome:
+    status = row.status if row.status in ("ok", "noop", "error") else "noop"
+    return Outcome(status, row.summary, row.message_count, row.id, row.error_code)

@@ -1,0 +1,43 @@
+"""A chat's history as the pipeline and the summarizer see it: raw messages with summaries in place.
+
+A committed summary stands where the first message it covers was (its ``anchor_seq``); the messages it
+covers are not loaded. Slash-command exchanges (``meta.command``) are the service talking to the user,
+not conversation, and never reach a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core.messages import Message
+from ..storage import row_to_message
+from ..storage.tables import MessageRow, SummaryRow
+
+COMMAND_KEY = "command"
+
+
+def summary_message(row: SummaryRow) -> Message:
+    return Message(
+        role="system",
+        content=row.content,
+        id=row.id,
+        source="summary",
+        meta={"covers": list(row.covers), "workspaces": list(row.workspaces)},
+    )
+
+
+def is_command(row: MessageRow) -> bool:
+    return bool((row.meta or {}).get(COMMAND_KEY))
+
+
+def merge(rows: Sequence[MessageRow], summaries: Sequence[SummaryRow]) -> list[Message]:
+    """Rows (oldest first) and active summaries, each summary before the first row newer than its anchor."""
+    pending = sorted(summaries, key=lambda s: s.anchor_seq)
+    out: list[Message] = []
+    for row in rows:
+        while pending and pending[0].anchor_seq <= row.seq:
+            out.append(summary_message(pending.pop(0)))
+        if not is_command(row):
+            out.append(row_to_message(row))
+    out.extend(summary_message(s) for s in pending)
+    return out

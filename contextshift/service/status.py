@@ -1,0 +1,87 @@
+"""The session status (C14): context usage, prompt-cache hit rate, tools used, the last compaction, and
+whether automatic compaction is active (or why not)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.compaction import FAILURE_COOLDOWN_SECONDS, cooldown_active
+from ..core.errors import TokenBudgetExceeded
+from ..pipeline import run_pipeline
+from ..storage import Database, Repositories
+from ..storage.tables import CompactionLogRow
+from ..storage.types import utcnow
+from .compaction import window_of
+from .errors import not_found
+from .summarizer import CompactionUnavailable, resolve
+from .turn import load_turn
+
+
+def log_dict(row: CompactionLogRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "bot_id": row.bot_id,
+        "chat_id": row.chat_id,
+        "status": row.status,
+        "trigger": row.trigger,
+        "summary": row.summary,
+        "message_count": row.message_count,
+        "passes": row.passes,
+        "started_at": row.started_at,
+        "completed_at": row.completed_at,
+        "model": row.model,
+        "input_tokens": row.input_tokens,
+        "output_tokens": row.output_tokens,
+        "error_code": row.error_code,
+    }
+
+
+async def chat_status(db: Database, chat_id: str, *, cooldown: float = FAILURE_COOLDOWN_SECONDS) -> dict[str, Any]:
+    async with db.session() as session:
+        repos = Repositories(session)
+        chat = await repos.chats.get(chat_id)
+        if chat is None:
+            raise not_found("chat", chat_id)
+        bot = await repos.bots.get(chat.bot_id)
+        if bot is None:
+            raise not_found("bot", chat.bot_id)
+        turn = await load_turn(repos, bot=bot, chat=chat, draft="", max_tokens=None, preview=True)
+        try:
+            tokens = run_pipeline(turn.request).budget["prompt_tokens"]
+        except TokenBudgetExceeded as error:
+            tokens = error.protected_tokens
+        window = window_of(bot, turn.model.context_window if turn.model else None)
+        reason: str | None = None
+        if not bot.compaction_enabled:
+            reason = "disabled"
+        elif window is None:
+            reason = "window_unknown"
+        else:
+            try:
+                await resolve(repos, bot)
+            except CompactionUnavailable as error:
+                reason = error.reason
+        failed_at = chat.compaction_failed_at
+        if reason is None and failed_at and cooldown_active(failed_at.timestamp(), utcnow().timestamp(), cooldown):
+            reason = "cooldown"
+        last = await repos.compaction.last_finished_log(chat_id)
+        hit_rate = chat.usage_cached_tokens / chat.usage_input_tokens if chat.usage_input_tokens else None
+        tools = sorted((chat.tools_used or {}).items(), key=lambda item: (-int(item[1]), item[0]))
+        status = {
+            "context": {
+                "tokens": tokens,
+                "window": window,
+                "percent": round(100 * tokens / window, 1) if window else None,
+                "estimated": turn.profile.approximate,
+            },
+            "prompt_cache": {
+                "hit_rate": round(hit_rate, 4) if hit_rate is not None else None,
+                "cached_tokens": chat.usage_cached_tokens,
+                "input_tokens": chat.usage_input_tokens,
+            },
+            "tools_used": [{"name": name, "count": int(count)} for name, count in tools],
+            "last_compaction": log_dict(last) if last else None,
+            "automatic": {"active": reason is None, "reason": reason},
+        }
+        await session.rollback()  # reading the status changes nothing (rows read before the rollback)
+    return status

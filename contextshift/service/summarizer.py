@@ -1,0 +1,105 @@
+"""Which model summarizes a chat (C4, C5, C13), and why none can.
+
+The compaction model is the bot's ``compaction_model_id`` or, when that is null ("use chat model"), its chat
+model. It must be an enabled chat model of an enabled provider that enforces output limits (not
+``openai-codex``) with a declared context window. Every way that fails has one reason code, reported as
+``compaction.model_unavailable``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..providers import enforces_output_limit
+from ..storage import Repositories
+from ..storage.tables import BotRow, ModelRow, ProviderRow
+from .errors import ServiceError, not_found
+
+MODEL_UNAVAILABLE = "compaction.model_unavailable"
+REASONS = (
+    "not_configured",
+    "not_chat_model",
+    "model_disabled",
+    "provider_disabled",
+    "output_limit_unsupported",
+    "window_unknown",
+)
+EXPLANATIONS = {
+    "not_configured": "the bot has no chat model and no compaction model",
+    "not_chat_model": "the compaction model is not a chat model",
+    "model_disabled": "the compaction model is disabled",
+    "provider_disabled": "the compaction model's provider is disabled",
+    "output_limit_unsupported": "the model's provider does not enforce output token limits (openai-codex); "
+    "choose a compaction model",
+    "window_unknown": "the model does not declare its context window",
+}
+
+
+class CompactionUnavailable(ServiceError):
+    def __init__(self, reason: str, model_id: str | None = None) -> None:
+        super().__init__(
+            422,
+            MODEL_UNAVAILABLE,
+            f"Compaction cannot run: {EXPLANATIONS[reason]}.",
+            reason=reason,
+            **({"model_id": model_id} if model_id else {}),
+        )
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Summarizer:
+    model: ModelRow
+    provider: ProviderRow
+
+    @property
+    def window(self) -> int:
+        assert self.model.context_window is not None
+        return self.model.context_window
+
+
+def problem_with(model: ModelRow, provider: ProviderRow | None) -> str | None:
+    """The reason ``model`` cannot summarize, or None when it can."""
+    if model.type != "chat":
+        return "not_chat_model"
+    if not model.enabled:
+        return "model_disabled"
+    if provider is None or not provider.enabled:
+        return "provider_disabled"
+    if not enforces_output_limit(provider.kind):
+        return "output_limit_unsupported"
+    if not model.context_window:
+        return "window_unknown"
+    return None
+
+
+async def resolve(repos: Repositories, bot: BotRow) -> Summarizer:
+    """The bot's summarizer, or :class:`CompactionUnavailable` with the reason."""
+    model_id = bot.compaction_model_id or bot.chat_model_id
+    model = await repos.models.get(model_id) if model_id else None
+    if model is None:
+        raise CompactionUnavailable("not_configured")
+    provider = await repos.providers.get(model.provider_id)
+    problem = problem_with(model, provider)
+    if problem is not None:
+        raise CompactionUnavailable(problem, model.id)
+    assert provider is not None
+    return Summarizer(model, provider)
+
+
+async def check_choice(repos: Repositories, model_id: str | None) -> None:
+    """A bot's ``compaction_model_id`` must name an eligible model (null resets to the chat model)."""
+    if model_id is None:
+        return
+    model = await repos.models.get(model_id)
+    if model is None:
+        raise not_found("model", model_id)
+    problem = problem_with(model, await repos.providers.get(model.provider_id))
+    if problem is not None:
+        raise CompactionUnavailable(problem, model_id)
+
+
+async def eligible_models(repos: Repositories) -> list[ModelRow]:
+    """Models the compaction-model picker may offer (C5: output-limit-less providers filtered out)."""
+    providers = {p.id: p for p in await repos.providers.list_all()}
+    return [m for m in await repos.models.list_all() if problem_with(m, providers.get(m.provider_id)) is None]
