@@ -16,7 +16,9 @@ from ..pipeline.template import parse_template
 NO_NUL = r"^[^\x00]*$"
 Text = Annotated[str, StringConstraints(pattern=NO_NUL)]
 #: Text with at least one non-space character (names, URLs, memories).
-Required = Annotated[str, StringConstraints(pattern=r"^[^\x00]*[^\s\x00][^\x00]*$")]
+#: "Space" spelled out: Python's ``str.strip`` (which storage uses) and JSON Schema's ``\s`` disagree.
+_SPACE = "\\x00\\t\\n\\v\\f\\r \\x1c-\\x1f\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+Required = Annotated[str, StringConstraints(pattern=f"^[^\\x00]*[^{_SPACE}][^\\x00]*$")]
 Ident = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_NUL)]
 if TYPE_CHECKING:
     JsonValue = Any

@@ -1,0 +1,168 @@
+"""``POST /api/v2/examples/import``: the bundled example conversations as bots and chats (UI onboarding).
+
+Each ``contextshift/examples/*.json`` becomes one bot (its system prompt, persona, a lorebook of its lorebook
+blocks, its memories) and one chat holding its history; the current input (source ``input``) is returned as
+the chat's draft, for the composer. The bots have no chat model, so the context meter and the prompt preview
+work before any provider is configured. Importing again skips the examples whose bot already exists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel
+
+from ..api import schemas as s
+from ..api import views
+from ..api.deps import Repos
+from ..api.errors import error_responses
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+#: Settings that make each example's meter interesting: a budget its history does not fit in.
+SETTINGS: dict[str, dict[str, Any]] = {
+    "roleplay-lorebook": {"context_limit": 1600, "response_reserve": 300, "context_strategy": "summarize"},
+    "support-anthropic-tools": {"context_limit": 420, "response_reserve": 160, "context_strategy": "truncate"},
+    "travel-agent-tools": {"context_limit": 900, "response_reserve": 250, "context_strategy": "truncate"},
+}
+
+_STOP = frozenset(
+    {
+        *("A", "An", "And", "As", "At", "But", "By", "For", "From", "He", "Her", "His", "If", "In", "Is"),
+        *("It", "Its", "Of", "On", "Or", "She", "The", "Their", "They", "This", "To", "When", "With", "World"),
+    }
+)
+
+router = APIRouter(tags=["web ui"], responses=error_responses(400, 422, 500))
+
+
+class ImportedExample(BaseModel):
+    example: str
+    bot: s.BotOut
+    chat: s.ChatOut
+    messages: int
+    draft: str | None
+
+
+class ImportOut(BaseModel):
+    imported: list[ImportedExample]
+    skipped: list[str]
+
+
+def example_files() -> list[Path]:
+    return sorted(EXAMPLES.glob("*.json"))
+
+
+def title_of(stem: str) -> str:
+    return "Example: " + stem.replace("-", " ").capitalize()
+
+
+def lore_keys(content: str, limit: int = 4) -> list[str]:
+    """Key words of a lorebook block: its capitalized words (names), most frequent first."""
+    words = re.findall(r"\b[A-Z][a-z]{2,}(?:\s[A-Z][a-z]{2,})?\b", content)
+    seen: dict[str, int] = {}
+    for word in words:
+        if word.split()[0] in _STOP:
+            continue
+        seen[word] = seen.get(word, 0) + 1
+    return [w for w, _ in sorted(seen.items(), key=lambda kv: -kv[1])][:limit]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def split_example(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parts of one example: system prompt, persona, lore entries, memories, history and draft."""
+    system: list[str] = []
+    persona: list[str] = []
+    lore: list[dict[str, Any]] = []
+    memories: list[str] = []
+    history: list[dict[str, Any]] = []
+    draft: str | None = None
+    for message in messages:
+        source = message.get("source")
+        role = message.get("role")
+        if source == "input":
+            draft = _text(message.get("content"))
+        elif source in ("persona", "character"):
+            persona.append(_text(message.get("content")))
+        elif source == "lorebook":
+            content = _text(message.get("content"))
+            relevance = message.get("relevance")
+            lore.append(
+                {
+                    "keys": lore_keys(content),
+                    "content": content,
+                    "constant": bool(message.get("pinned")),
+                    "order": int(100 * float(relevance)) if isinstance(relevance, int | float) else 100,
+                }
+            )
+        elif source == "memory":
+            memories.append(_text(message.get("content")))
+        elif role == "system" and source in (None, "system") and not history:
+            system.append(_text(message.get("content")))
+        else:
+            item = {k: v for k, v in message.items() if k not in ("id", "source", "relevance")}
+            history.append(item)
+    return {
+        "system_prompt": "\n\n".join(system),
+        "persona": "\n\n".join(persona),
+        "lore": lore,
+        "memories": memories,
+        "history": history,
+        "draft": draft,
+    }
+
+
+@router.post(
+    "/examples/import",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ImportOut,
+    summary="Import the bundled example conversations as bots and chats (web UI onboarding)",
+)
+async def import_examples(repos: Repos) -> dict[str, Any]:
+    existing = {bot.name for bot in await repos.bots.list_all()}
+    imported: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for path in example_files():
+        name = title_of(path.stem)
+        if name in existing:
+            skipped.append(path.stem)
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        parts = split_example(list(data.get("messages", [])))
+        lorebook_ids: list[str] = []
+        if parts["lore"]:
+            book = await repos.lorebooks.create(name=f"{name} lore", entries=parts["lore"])
+            lorebook_ids.append(book.id)
+        settings = SETTINGS.get(path.stem, {})
+        bot = await repos.bots.create(
+            name=name,
+            system_prompt=parts["system_prompt"],
+            persona=parts["persona"],
+            lorebook_ids=lorebook_ids,
+            **settings,
+        )
+        for memory in parts["memories"]:
+            await repos.memories.create(bot_id=bot.id, content=memory, chat_id=None)
+        chat = await repos.chats.create(bot_id=bot.id, type="chat", title=name.removeprefix("Example: "))
+        rows = await repos.messages.append_many(chat.id, parts["history"])
+        imported.append(
+            {
+                "example": path.stem,
+                "bot": views.bot(bot),
+                "chat": views.chat(chat),
+                "messages": len(rows),
+                "draft": parts["draft"],
+            }
+        )
+    return {"imported": imported, "skipped": skipped}

@@ -1,0 +1,253 @@
+// contextshift web UI: a hash router over a few views. Plain ES modules, no build step, nothing remote.
+
+import { ApiError, post } from "./js/api.js";
+import { chatTitle, go, store } from "./js/store.js";
+import { badge, clear, field, h, replace, select, toast } from "./js/dom.js";
+import { chatView } from "./js/chat.js";
+import { botsView, botView, newBotView } from "./js/bots.js";
+import { providersView } from "./js/providers.js";
+import { onboardingView } from "./js/onboarding.js";
+
+// -- sidebar: chats list and "new chat" ------------------------------------------------------------------
+
+let showNewChat = false;
+
+function newChatForm() {
+  const botSelect = select(
+    store.bots.map((b) => [b.id, b.name]),
+    store.bots[0]?.id,
+    { name: "bot_id", required: true },
+  );
+  const typeSelect = select(
+    [
+      ["chat", "chat"],
+      ["discuss", "discuss"],
+      ["pipeline", "pipeline"],
+    ],
+    "chat",
+    { name: "type" },
+  );
+  const title = h("input", { type: "text", name: "title", maxlength: 500, placeholder: "Optional" });
+  const form = h(
+    "form.new-chat.card",
+    {
+      "aria-label": "New chat",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        try {
+          const { chat } = await post("/chats", {
+            bot_id: botSelect.value,
+            type: typeSelect.value,
+            ...(title.value.trim() ? { title: title.value.trim() } : {}),
+          });
+          showNewChat = false;
+          await store.refresh();
+          go(`#/chat/${chat.id}`);
+        } catch (error) {
+          toast(error.message, "error");
+        }
+      },
+    },
+    field("Bot", botSelect).row,
+    field("Type", typeSelect).row,
+    field("Title", title).row,
+    h(
+      "div.actions",
+      h("button.primary", { type: "submit" }, "Create chat"),
+      h("button", { type: "button", onclick: () => ((showNewChat = false), renderSidebar()) }, "Cancel"),
+    ),
+  );
+  queueMicrotask(() => botSelect.focus());
+  return form;
+}
+
+function renderSidebar() {
+  const sidebar = document.getElementById("sidebar");
+  if (!sidebar) return;
+  const current = (location.hash.match(/^#\/chat\/([^/]+)/) || [])[1];
+  const head = h(
+    "div.sidebar-head",
+    h("h2", "Chats"),
+    store.bots.length
+      ? h(
+          "button.primary.small",
+          {
+            type: "button",
+            "aria-expanded": String(showNewChat),
+            onclick: () => {
+              showNewChat = !showNewChat;
+              renderSidebar();
+            },
+          },
+          "+ New chat",
+        )
+      : null,
+  );
+  const list = h("ul.chat-list", { "aria-label": "Chats" });
+  for (const chat of store.chats) {
+    const bot = store.bot(chat.bot_id);
+    list.append(
+      h(
+        "li",
+        h(
+          "a.chat-link",
+          { href: `#/chat/${chat.id}`, "aria-current": chat.id === current ? "page" : null, dataset: { chatId: chat.id } },
+          h("span.chat-title", chatTitle(chat)),
+          h("span.chat-sub", badge(chat.type, `type-${chat.type}`), " ", bot ? bot.name : ""),
+        ),
+      ),
+    );
+  }
+  replace(
+    sidebar,
+    head,
+    showNewChat && store.bots.length ? newChatForm() : null,
+    store.chats.length
+      ? list
+      : h("p.muted", store.bots.length ? "No chats yet." : "Set up a bot first — or import the examples."),
+    h(
+      "div.sidebar-foot",
+      h("a", { href: "#/welcome" }, "Getting started & examples"),
+    ),
+  );
+}
+
+function closeMenu() {
+  document.body.classList.remove("menu-open");
+  document.getElementById("menu-toggle")?.setAttribute("aria-expanded", "false");
+}
+
+// -- home ------------------------------------------------------------------------------------------------
+
+async function homeView(main) {
+  if (store.empty) return onboardingView(main, [], { store, go, auto: true });
+  const recent = store.chats.slice(0, 6);
+  replace(
+    main,
+    h(
+      "section.page.home",
+      h("h1", "Chats"),
+      h(
+        "p.lead",
+        "Pick a chat, or start a new one. Each chat shows what the model actually saw: the context meter by the composer, and the prompt view of the last generation.",
+      ),
+      recent.length
+        ? h(
+            "ul.card-list",
+            recent.map((chat) =>
+              h(
+                "li.card",
+                h("a.card-title", { href: `#/chat/${chat.id}` }, chatTitle(chat)),
+                h("p.muted", badge(chat.type, `type-${chat.type}`), " ", store.bot(chat.bot_id)?.name || ""),
+              ),
+            ),
+          )
+        : h("p", "No chats yet."),
+      h(
+        "div.actions",
+        h(
+          "button.primary",
+          {
+            type: "button",
+            onclick: () => {
+              showNewChat = true;
+              renderSidebar();
+              document.body.classList.add("menu-open");
+            },
+          },
+          "+ New chat",
+        ),
+        h("a.button", { href: "#/bots" }, "Bots"),
+        h("a.button", { href: "#/providers" }, "Providers & models"),
+      ),
+    ),
+  );
+  return null;
+}
+
+// -- router ----------------------------------------------------------------------------------------------
+
+const routes = [
+  [/^#?\/?$/, homeView, "chats"],
+  [/^#\/welcome$/, (main) => onboardingView(main, [], { store, go, auto: false }), "chats"],
+  [/^#\/chat\/([^/]+)$/, (main, params) => chatView(main, params, { store, go }), "chats"],
+  [/^#\/bots$/, (main) => botsView(main, [], { store, go }), "bots"],
+  [/^#\/bot\/new$/, (main) => newBotView(main, [], { store, go }), "bots"],
+  [/^#\/bot\/([^/]+)(?:\/(settings|compaction))?$/, (main, params) => botView(main, params, { store, go }), "bots"],
+  [/^#\/providers$/, (main) => providersView(main, [], { store, go }), "providers"],
+];
+
+let cleanup = null;
+let routing = 0;
+
+async function route() {
+  const serial = ++routing;
+  const main = document.getElementById("main");
+  if (typeof cleanup === "function") {
+    try {
+      cleanup();
+    } catch {
+      /* a view's cleanup never blocks navigation */
+    }
+  }
+  cleanup = null;
+  closeMenu();
+  const hash = location.hash || "#/";
+  const found = routes.find(([pattern]) => pattern.test(hash));
+  document.querySelectorAll(".mainnav a").forEach((a) => {
+    a.toggleAttribute("aria-current", false);
+    if (found && a.dataset.nav === found[2]) a.setAttribute("aria-current", "page");
+  });
+  try {
+    if (!store.loaded) await store.refresh();
+    else renderSidebar();
+    if (serial !== routing) return;
+    if (!found) {
+      replace(main, h("section.page", h("h1", "Not found"), h("p", h("a", { href: "#/" }, "Back to the chats"))));
+      return;
+    }
+    const params = hash.match(found[0]).slice(1);
+    clear(main);
+    document.title = "contextshift";
+    const result = await found[1](main, params);
+    if (serial === routing) {
+      cleanup = result || null;
+      // Keyboard and screen-reader users land in the new view, not on the link they left.
+      if (!main.contains(document.activeElement)) main.focus({ preventScroll: true });
+    } else if (typeof result === "function") result();
+  } catch (error) {
+    if (serial !== routing) return;
+    const message = error instanceof ApiError ? error.message : String(error?.message || error);
+    replace(
+      main,
+      h(
+        "section.page",
+        h("h1", "Something went wrong"),
+        h("p.error-text", { role: "alert" }, message),
+        h("button", { type: "button", onclick: () => route() }, "Try again"),
+      ),
+    );
+  }
+}
+
+function start() {
+  const toggle = document.getElementById("menu-toggle");
+  toggle.addEventListener("click", () => {
+    const open = !document.body.classList.contains("menu-open");
+    document.body.classList.toggle("menu-open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+    if (open) document.querySelector("#sidebar a, #sidebar button")?.focus();
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && document.body.classList.contains("menu-open")) {
+      closeMenu();
+      toggle.focus();
+    }
+  });
+  store.onChange(renderSidebar);
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+start();
+

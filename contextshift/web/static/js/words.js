@@ -1,0 +1,62 @@
+// Plain words for the service's stable codes.
+
+export const ERROR_WORDS = {
+  TOKEN_BUDGET_EXCEEDED:
+    "The prompt did not fit: the protected parts alone (system prompt, persona, pinned messages and your input) need more tokens than the context window leaves after the reply reserve. Nothing was sent to the model.",
+  PROVIDER_AUTH: "The provider refused the API key. Check the key in Providers and models.",
+  PROVIDER_RATE_LIMITED: "The provider is rate-limiting requests. Wait a moment and try again.",
+  PROVIDER_TIMEOUT: "The provider took too long to answer.",
+  PROVIDER_UNAVAILABLE: "The provider could not be reached or is having trouble right now.",
+  PROVIDER_CONTEXT_LENGTH:
+    "The provider said the prompt is too long for the model. Its real context window may be smaller than the one configured.",
+  PROVIDER_BAD_REQUEST: "The provider rejected the request as invalid.",
+  EMPTY_RESPONSE: "The model returned an empty reply.",
+  GENERATION_FAILED: "The generation failed for an unexpected reason.",
+  GENERATION_CANCELLED: "The generation was stopped before it finished.",
+  GENERATION_INTERRUPTED: "The generation was cut off (the service stopped or the connection dropped) before it finished.",
+  MODEL_NOT_CONFIGURED: "This bot has no chat model yet. Choose one in the bot's settings.",
+  MODEL_NOT_CHAT: "The bot's model is not a chat model.",
+  MODEL_DISABLED: "The bot's chat model is disabled. Enable it in Providers and models.",
+  PROVIDER_DISABLED: "The chat model's provider is disabled. Enable it in Providers and models.",
+  NETWORK: "The service cannot be reached. Is contextshift serve running?",
+  "compaction.model_unavailable": "Compaction cannot run with the current model settings.",
+};
+
+export function errorWords(code, fallback) {
+  return ERROR_WORDS[code] || fallback || `Error ${code}.`;
+}
+
+/** Why a block was left out of (or kept in) the prompt. */
+export const REASON_WORDS = {
+  protected: "always kept (system prompt, persona, pinned or the current input)",
+  fit: "fit in the budget",
+  disabled: "disabled or not activated",
+  empty: "empty",
+  "model-mismatch": "not for this model",
+  manual: "excluded by you",
+  "context-shift": "dropped to fit the context window (oldest first)",
+  summarized: "folded into a summary",
+  "low-relevance": "not relevant enough to the input",
+  "final-budget": "dropped by the final budget check",
+  interceptor: "removed by an interceptor",
+  "plugin-rejected": "a plugin's change was rejected",
+};
+
+export const COMPACTION_REASONS = {
+  not_configured: "No compaction model is set and the bot has no chat model.",
+  not_chat_model: "The compaction model is not a chat model.",
+  model_disabled: "The compaction model is disabled.",
+  provider_disabled: "The compaction model's provider is disabled.",
+  output_limit_unsupported:
+    "The model's provider does not enforce output token limits (OpenAI Codex), so it cannot summarize safely. Pick a compaction model in the bot's settings.",
+  window_unknown: "The model has no declared context window; set one on the model to enable compaction.",
+  disabled: "Compaction is turned off in the bot's settings.",
+  cooldown: "A recent automatic attempt failed; automatic compaction waits a few minutes before trying again.",
+};
+
+export function compactionWords(reason) {
+  if (!reason) return "";
+  return COMPACTION_REASONS[reason] || String(reason).replace(/_/g, " ");
+}
+
+export const TRIGGER_WORDS = { background: "automatic (after a turn)", sync: "automatic (before a turn)", manual: "manual" };

@@ -1,0 +1,135 @@
+"""End-to-end tests of the web UI (V5, N3): Playwright for Python driving Debian's Chromium against the real
+service (uvicorn on a loopback port, a fresh SQLite file per test) and the tests' fake LLM provider.
+
+Needs ``apt-get install -y chromium`` (``/usr/bin/chromium``); without it every test here is skipped.
+Screenshots of the main screens are written to ``docs/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from contextshift.api.app import create_app
+from tests.api.conftest import CLIENT_OPTIONS, Server
+from tests.fakes import FakeProvider
+
+CHROMIUM = Path(os.environ.get("CONTEXTSHIFT_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+#: Where the screenshots of the main screens go; ``CONTEXTSHIFT_SCREENSHOTS`` may name another folder, or be
+#: ``off`` to take none.
+SCREENSHOTS_SETTING = os.environ.get("CONTEXTSHIFT_SCREENSHOTS", "")
+DEFAULT_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+SCREENSHOTS = Path(SCREENSHOTS_SETTING) if SCREENSHOTS_SETTING not in ("", "off") else DEFAULT_SCREENSHOTS
+LAPTOP = {"width": 1366, "height": 860}
+PHONE = {"width": 390, "height": 844}
+
+
+@dataclass
+class App:
+    """The service under test: its URL, a plain HTTP client on it, and the fake provider."""
+
+    url: str
+    http: httpx.Client
+    fake: FakeProvider
+
+    def api(self, method: str, path: str, body: Any = None, expect: int | None = None) -> Any:
+        response = self.http.request(method, f"/api/v2{path}", json=body)
+        if expect is not None:
+            assert response.status_code == expect, response.text
+        return response.json()
+
+    def has_route(self, method: str, path: str) -> bool:
+        """False when the route is missing on this build (the NOT_FOUND envelope of an unknown path)."""
+        response = self.http.request(method, f"/api/v2{path}", json={} if method != "GET" else None)
+        return not (response.status_code == 404 and response.json().get("error", {}).get("code") == "NOT_FOUND")
+
+    def setup_chat(self, *, context_window: int = 2000, **bot: Any) -> dict[str, str]:
+        """A provider on the fake, a chat model ``gpt-4o``, a bot and a chat, made through the API."""
+        provider = self.api(
+            "POST",
+            "/providers",
+            {"name": "fake", "kind": "openai", "base_url": self.fake.base_url, "api_key": "sk-e2e-KEY"},
+            201,
+        )["provider"]
+        model = self.api(
+            "POST",
+            "/models",
+            {"provider_id": provider["id"], "name": "gpt-4o", "type": "chat", "context_window": context_window},
+            201,
+        )["model"]
+        created = self.api("POST", "/bots", {"name": "Helper", "chat_model_id": model["id"], **bot}, 201)["bot"]
+        chat = self.api("POST", "/chats", {"bot_id": created["id"], "title": "Long chat"}, 201)["chat"]
+        return {"provider": provider["id"], "model": model["id"], "bot": created["id"], "chat": chat["id"]}
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> Path:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install -y chromium (the web UI tests drive Debian's Chromium)")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path: Path) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(chromium_path), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="session")
+def fake_llm() -> Iterator[FakeProvider]:
+    with FakeProvider() as fake:
+        yield fake
+
+
+@pytest.fixture
+def app(tmp_path: Path, fake_llm: FakeProvider) -> Iterator[App]:
+    """The real service on a fresh SQLite file, with the fake provider reset."""
+    fake_llm.reset()
+    service = create_app(f"sqlite:///{tmp_path}/ui.db", client_options=CLIENT_OPTIONS)
+    with Server(service) as url, httpx.Client(base_url=url, timeout=20) as http:
+        yield App(url, http, fake_llm)
+    fake_llm.reset()
+
+
+@pytest.fixture
+def page(browser: Any, app: App) -> Iterator[Any]:
+    """A laptop-sized page on the app; uncaught page errors fail the test."""
+    context = browser.new_context(viewport=LAPTOP, base_url=app.url, reduced_motion="reduce")
+    context.set_default_timeout(10_000)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    yield tab
+    context.close()
+    assert not errors, f"JavaScript errors in the page: {errors}"
+
+
+def screenshot(page: Any, name: str, *, full_page: bool = False) -> Path | None:
+    if SCREENSHOTS_SETTING == "off":
+        return None
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.evaluate("document.getElementById('toasts')?.replaceChildren(); document.activeElement?.blur()")
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
