@@ -49,6 +49,8 @@ class Sources:
     user_input: str | None = None
     scan_depth: int = 10
     memory_limit: int = 5
+    #: Raw messages that stored compaction summaries stand for (the audit lists them as ``summarized``).
+    summarized: Sequence[Message] = ()
 
 
 def _lore_message(verdict: Activation) -> Message:
@@ -135,7 +137,13 @@ def assemble(sources: Sources, template: Sequence[TemplateItem]) -> Assembly:
                 else:
                     skip(message, "low-relevance")
         elif item == "history":
-            out.messages.extend(_with_depth_lore(history, verdicts, skip))
+            for message in _with_depth_lore(history, verdicts, skip):
+                covers = message.meta.get("covers") if message.source == "summary" else None
+                if isinstance(covers, list):
+                    wanted = set(covers)
+                    for covered in (m for m in sources.summarized if m.id in wanted):
+                        skip(covered, "summarized")
+                out.messages.append(message)
         elif item == "post_history":
             if sources.post_history.strip():
                 fixed("core.post-history", sources.post_history, "system")

@@ -47,7 +47,8 @@ def status_answer(status: dict[str, Any]) -> str:
     lines.append(f"Tools used: {tools}.")
     last = status["last_compaction"]
     if last:
-        lines.append(f"Last compaction: {last['status']}, {last['message_count']} message(s), {last['started_at']}.")
+        when = last["started_at"].strftime("%Y-%m-%d %H:%M UTC")
+        lines.append(f"Last compaction: {last['status']}, {last['message_count']} message(s), {when}.")
     else:
         lines.append("Last compaction: never.")
     automatic = status["automatic"]

@@ -13,12 +13,14 @@ from ..core.tokens import ChatFormatProfile, TokenizerProfile
 from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sources
 from ..pipeline.interceptors import Interceptor
 from ..providers import to_anthropic_messages, to_openai_messages
-from ..storage import Repositories
+from ..storage import Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
 from .errors import ServiceError
 from .history import is_command, merge
 
+#: How many of a summary's covered messages the audit lists one by one (the newest ones).
+AUDITED_COVERED = 100
 #: The context window assumed when neither the model nor the bot declares one.
 DEFAULT_CONTEXT_LIMIT = 8192
 
@@ -107,12 +109,16 @@ async def load_turn(
         MemoryItem(m.id, m.content) for m in await repos.memories.list_for_bot(bot.id, chat.id if chat else None)
     ]
     history = []
+    summarized: list[Any] = []
     if chat is not None and limit - reserve > 0:
         window = await repos.messages.recent_window(
             chat.id, profile.name, limit - reserve, profile.count, store_counts=not preview
         )
         summaries = await repos.compaction.active_summaries(chat.id)
         history = merge([r for r in window.rows if not is_command(r)], summaries)
+        # The newest messages each summary stands for, for the audit (bounded: never the whole chat).
+        recent_covered = [i for s in summaries for i in s.covers[-AUDITED_COVERED:]]
+        summarized = [row_to_message(r) for r in await repos.compaction.covered(chat.id, recent_covered)]
         if isinstance(profile, ChatFormatProfile):
             for message in history:  # counts stored by an earlier turn spare the tokenizer after a restart (T4)
                 stored = window.tokens.get(message.id)
@@ -131,6 +137,7 @@ async def load_turn(
             memories=memories,
             history=history,
             user_input=draft,
+            summarized=summarized,
         ),
         profile=profile,
         context_limit=limit,

@@ -118,7 +118,9 @@ async def test_compact_now_folds_old_history_into_a_stored_summary(service: Serv
     entries = preview["preview"]["entries"]
     block = next(e for e in entries if e["source"] == "summary")
     assert block["included"] and block["stands_for"] == covered
-    assert not {e["identifier"] for e in entries} & set(covered)
+    listed = {e["identifier"]: e for e in entries if e["identifier"] in set(covered)}
+    assert set(listed) == set(covered)  # the records the summary stands for, each marked summarized
+    assert all(not e["included"] and e["reason"] == "summarized" for e in listed.values())
     entry = (await logs(service, chat))[0]
     assert entry["status"] == "ok" and entry["trigger"] == "manual" and entry["message_count"] == len(covered)
     assert entry["model"] == "gpt-4o" and entry["output_tokens"] == 20 and entry["id"] == outcome["log_id"]

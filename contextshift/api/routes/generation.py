@@ -24,7 +24,9 @@ router = APIRouter(tags=["generation"], responses=error_responses(400, 422, 500)
 
 SSE_DESCRIPTION = (
     'With `stream` (the default): `text/event-stream` of `token` events (`{"text"}`), then one `done` '
-    'event (`{"message", "usage"}`) or one `error` event (`{"code", "message"}`).'
+    'event (`{"message", "usage"}`) or one `error` event (`{"code", "message"}`) for a failure of the turn '
+    "itself (TOKEN_BUDGET_EXCEEDED, PROVIDER_*). A request that is wrong before any turn starts (unknown chat, "
+    "invalid body, no usable chat model) gets the JSON error envelope instead, streaming or not."
 )
 
 

@@ -85,6 +85,14 @@ class CompactionRepository:
         )
         return list(await self.session.scalars(query))
 
+    async def covered(self, chat_id: str, message_ids: Sequence[str]) -> list[MessageRow]:
+        """The given messages of the chat (those a summary stands for), oldest first."""
+        rows: list[MessageRow] = []
+        for chunk in _chunks(list(message_ids)):
+            query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.id.in_(chunk))
+            rows.extend(await self.session.scalars(query))
+        return sorted(rows, key=lambda r: r.seq)
+
     async def active_summaries(self, chat_id: str) -> list[SummaryRow]:
         query = (
             select(SummaryRow)
