@@ -3,18 +3,26 @@
 A group is the connected set of messages joined by shared tool-link ids, wherever they stand in the
 prompt. A tool message with no id joins the nearest preceding assistant message, together with every
 other id-less tool message of the same run. Every other message is a group of its own.
+
+Only a message that can link (it carries a link id, or it is an id-less tool result) takes part in the
+union-find; every other message is a singleton without being looked at twice. ``Message._kind`` (derived
+once per message) says which is which.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
+from typing import NamedTuple
 
-from .messages import Message, link_ids
+from .messages import KIND_LINKED, KIND_MALFORMED, KIND_PROTECTED, KIND_TOOL, Message, link_ids
+
+_kind = attrgetter("_kind")
+_LINKING = KIND_LINKED | KIND_TOOL | KIND_MALFORMED
 
 
-@dataclass(frozen=True, slots=True)
-class Group:
+class Group(NamedTuple):
     """Positions (indices into the prompt) of the members of one group, in prompt order."""
 
     members: tuple[int, ...]
@@ -25,61 +33,136 @@ class Group:
         return self.members[0]
 
 
-class _UnionFind:
-    __slots__ = ("parent",)
+def kinds_of(messages: Sequence[Message]) -> list[int]:
+    """Each message's ``_kind`` bits (see :mod:`contextshift.core.messages`)."""
+    return list(map(_kind, messages))
 
-    def __init__(self, size: int) -> None:
-        self.parent = list(range(size))
 
-    def find(self, item: int) -> int:
-        parent = self.parent
+class Links(NamedTuple):
+    """The groups of two or more members of a prompt; every other position is a singleton."""
+
+    #: root (a group's earliest member) -> its members in prompt order, roots ascending.
+    multi: dict[int, list[int]]
+    #: position -> root, for every member of a group in ``multi``.
+    root_of: dict[int, int]
+    #: The roots of the groups in ``multi`` whose members are not consecutive positions.
+    scattered: set[int]
+    #: The positions of the protected messages, ascending.
+    protected: list[int]
+
+
+def find_links(
+    messages: Sequence[Message], kinds: Sequence[int], specials: Sequence[int] | None = None, *, strict: bool = True
+) -> Links | None:
+    """The multi-member groups of ``messages``. ``specials``: the positions whose kind is not 0 (ascending).
+
+    A malformed message (see ``KIND_MALFORMED``) raises what deriving its link ids raises, or, when not
+    ``strict``, makes the answer None. Linear in the number of messages that can link (plus, once there is
+    an id-less tool result, the messages scanned back for its assistant).
+    """
+    if specials is None:
+        specials = list(compress(range(len(kinds)), kinds))
+    # Union-find over the positions that joined a group. Positions are visited in ascending order and the
+    # smaller root always wins, so a group's root is its earliest member.
+    parent: dict[int, int] = {}
+
+    def find(item: int) -> int:
         root = item
-        while parent[root] != root:
-            root = parent[root]
-        while parent[item] != root:
-            parent[item], item = root, parent[item]
+        while (up := parent[root]) != root:
+            root = up
+        while (up := parent[item]) != root:
+            parent[item] = root
+            item = up
         return root
 
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
+    def merge(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
         if ra != rb:
-            # The smaller index becomes the root, so a group's root is its earliest member.
             if rb < ra:
                 ra, rb = rb, ra
-            self.parent[rb] = ra
+            parent[rb] = ra
+
+    protected: list[int] = []
+    owner_of_id: dict[str, int] = {}
+    setdefault = owner_of_id.setdefault
+    get_parent = parent.get
+    scanned = 0  # positions below this were scanned for an assistant already
+    anchor: int | None = None  # the last assistant before ``scanned``
+    for index in specials:
+        kind = kinds[index]
+        if kind & KIND_PROTECTED:
+            protected.append(index)
+            if kind == KIND_PROTECTED:
+                continue
+        if kind & KIND_MALFORMED:
+            if not strict:
+                return None
+            ids = link_ids(messages[index])  # derived again: fails as it always did
+        else:
+            ids = messages[index]._links or ()
+        if ids:
+            for link in ids:
+                owner = setdefault(link, index)
+                if owner == index:
+                    continue
+                # Join ``owner``'s group; ``index`` is the largest position seen so far.
+                root = get_parent(owner)
+                if root is None:
+                    parent[owner] = root = owner
+                elif parent[root] != root:
+                    root = find(root)
+                mine = get_parent(index)
+                if mine is None:
+                    parent[index] = root
+                elif mine != root:
+                    merge(mine, root)
+        elif kind & KIND_TOOL:
+            # An id-less tool result joins the nearest assistant before its run of id-less tool results.
+            if not index or (kinds[index - 1] & (KIND_TOOL | KIND_LINKED)) != KIND_TOOL:
+                for back in range(index - 1, scanned - 1, -1):
+                    if messages[back].role == "assistant":
+                        anchor = back
+                        break
+                scanned = index
+            if anchor is not None:
+                parent.setdefault(anchor, anchor)
+                parent.setdefault(index, index)
+                merge(anchor, index)
+    multi: dict[int, list[int]] = {}
+    scattered: set[int] = set()
+    if parent:
+        # In ascending order a position's parent (never larger) already points straight at its root, and
+        # ``parent`` becomes the map from position to root.
+        for position in sorted(parent):
+            parent[position] = root = parent[parent[position]]
+            members = multi.get(root)
+            if members is None:
+                multi[root] = [position]
+            else:
+                if members[-1] != position - 1:
+                    scattered.add(root)
+                members.append(position)
+        # A union always joins two positions, so every group in ``multi`` has two or more members.
+    return Links(multi, parent, scattered, protected)
 
 
 def build_groups(messages: Sequence[Message]) -> list[Group]:
     """All groups of a prompt, ordered by their earliest member. Linear in the number of messages."""
-    uf = _UnionFind(len(messages))
-    owner_of_id: dict[str, int] = {}
-    last_assistant: int | None = None
-    run_anchor: int | None = None  # the assistant an id-less tool run attaches to
-    previous_was_idless_tool = False
-    for index, message in enumerate(messages):
-        ids = link_ids(message)
-        for link in ids:
-            owner = owner_of_id.setdefault(link, index)
-            if owner != index:
-                uf.union(owner, index)
-        if message.role == "tool" and not ids:
-            if not previous_was_idless_tool:
-                run_anchor = last_assistant
-            if run_anchor is not None:
-                uf.union(run_anchor, index)
-            previous_was_idless_tool = True
-        else:
-            previous_was_idless_tool = False
-        if message.role == "assistant":
-            last_assistant = index
-    members: dict[int, list[int]] = {}
-    for index in range(len(messages)):
-        members.setdefault(uf.find(index), []).append(index)
-    groups = [
-        Group(members=tuple(positions), protected=any(messages[p].protected for p in positions))
-        for positions in members.values()
-    ]
-    groups.sort(key=lambda g: g.first)
+    kinds = kinds_of(messages)
+    links = find_links(messages, kinds)
+    assert links is not None  # strict: a malformed message raised
+    multi, root_of = links.multi, links.root_of
+    if not root_of:
+        return [Group((p,), bool(k & KIND_PROTECTED)) for p, k in enumerate(kinds)]
+    groups: list[Group] = []
+    append = groups.append
+    for position, kind in enumerate(kinds):
+        root = root_of.get(position)
+        if root is None:
+            append(Group((position,), bool(kind & KIND_PROTECTED)))
+        elif root == position:
+            members = multi[root]
+            append(Group(tuple(members), any(kinds[p] & KIND_PROTECTED for p in members)))
     return groups
 
 

@@ -213,16 +213,16 @@ def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_
     truncated = [t for rid, t in review.truncations.items() if rid not in host_removed]
     summarized = {s for t in truncated for s in t.source_ids}
     reasons: dict[str, str] = {}
-    excluded_order: list[str] = []
+    excluded_order: dict[str, None] = {}  # an ordered set: removal order, each id once
     for message_id in [*review.strategy_excluded, *sorted(broken, key=prompt.position.__getitem__)]:
-        if message_id not in excluded_order:
-            excluded_order.append(message_id)
+        excluded_order.setdefault(message_id)
     for rid, entry in review.truncations.items():
         if rid in host_removed:
-            excluded_order.extend(s for s in entry.source_ids if s not in excluded_order)
-    excluded_order.extend(
-        i for i in (final.messages[p].id for p in outcome.removed) if i in prompt.position and i not in excluded_order
-    )
+            for source in entry.source_ids:
+                excluded_order.setdefault(source)
+    for p in outcome.removed:
+        if final.messages[p].id in prompt.position:
+            excluded_order.setdefault(final.messages[p].id)
     final_kept = {m.id for m in kept}
     for position, message in enumerate(prompt.messages):
         mid = message.id
@@ -240,8 +240,7 @@ def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_
                 and mid not in host_removed
             )
             reasons[mid] = claimed if trusted_claim and isinstance(claimed, str) else CONTEXT_SHIFT
-            if mid not in excluded_order:
-                excluded_order.append(mid)
+            excluded_order.setdefault(mid)
     reasons.update(review.rejected)
     excluded = [
         prompt.messages[prompt.position[i]] for i in excluded_order if i not in final_kept and i not in summarized

@@ -8,9 +8,10 @@ message is, through :func:`as_message`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeAlias
+from operator import attrgetter
+from typing import Any, Literal, TypeAlias, TypeVar, cast
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
@@ -33,6 +34,17 @@ _KNOWN_KEYS = frozenset(
 )
 
 MessageLike: TypeAlias = "Message | Mapping[str, Any]"
+
+# Bits of ``Message._kind``, derived once when a message is made (messages are immutable).
+#: M4: the message is protected.
+KIND_PROTECTED = 1
+#: The message carries at least one tool-link id (M3).
+KIND_LINKED = 2
+#: The message has the ``tool`` role (with ``KIND_LINKED`` unset: an id-less tool result).
+KIND_TOOL = 4
+#: A field has the wrong type, so the text or the link ids could not be derived: they are derived again (and
+#: fail) where they are used.
+KIND_MALFORMED = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +110,57 @@ class Message:
     meta: Mapping[str, Any] = field(default_factory=dict)
     #: Unknown top-level keys of the dict this message came from, returned unchanged by ``to_dict``.
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Derived once from the fields above (never compared, shown or passed in): see ``__post_init__``.
+    _text: str | None = field(init=False, repr=False, compare=False)
+    _links: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
+    _kind: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"message {self.id or '(no id)'}: unknown role {self.role!r}")
-        if self.source is not None and self.source not in SOURCES:
-            raise ValueError(f"message {self.id or '(no id)'}: unknown source {self.source!r}")
+        role, source = self.role, self.source
+        if role not in ROLES:
+            raise ValueError(f"message {self.id or '(no id)'}: unknown role {role!r}")
+        if source is not None and source not in SOURCES:
+            raise ValueError(f"message {self.id or '(no id)'}: unknown source {source!r}")
         if self.relevance is not None and (
             isinstance(self.relevance, bool) or not isinstance(self.relevance, int | float)
         ):
             raise TypeError(f"message {self.id or '(no id)'}: relevance must be a number or None")
+        # A message never changes, so what every shift asks of it is worked out here, once: whether it is
+        # protected, its tool-link ids and the text that is counted.
+        content, calls = self.content, self.tool_calls
+        kind = KIND_PROTECTED if self.pinned or source == "input" else 0
+        if role == "system":
+            if source in PROTECTED_SYSTEM_SOURCES:
+                kind = KIND_PROTECTED
+        elif role == "tool":
+            kind |= KIND_TOOL
+        text: str | None
+        links: tuple[str, ...] | None
+        if calls:
+            text, links = _derive(_joined_text, self), _derive(_link_ids_of, self)
+        else:  # the common cases, without a call: what _joined_text and _link_ids_of would find
+            if type(content) is str:
+                text = content
+            elif content is None:
+                text = ""
+            else:
+                text = _derive(_joined_text, self)
+            call_id = self.tool_call_id
+            if type(content) is tuple:
+                links = _derive(_link_ids_of, self)
+            elif call_id:
+                links = (call_id,) if type(call_id) is str else _derive(_link_ids_of, self)
+            else:
+                meta = self.meta
+                links = () if type(meta) is dict and not meta else _derive(_link_ids_of, self)
+        if text is None or links is None:
+            kind |= KIND_MALFORMED
+        elif links:
+            kind |= KIND_LINKED
+        setattr_ = object.__setattr__
+        setattr_(self, "_text", text)
+        setattr_(self, "_links", links)
+        setattr_(self, "_kind", kind)
 
     # -- conversion -------------------------------------------------------------------------------------
 
@@ -199,19 +252,13 @@ class Message:
     @property
     def protected(self) -> bool:
         """M4: pinned, a system/persona/character system message, or the current input."""
-        if self.pinned or self.source == "input":
-            return True
-        return self.role == "system" and self.source in PROTECTED_SYSTEM_SOURCES
+        return bool(self._kind & KIND_PROTECTED)
 
     @property
     def text(self) -> str:
         """The text that is counted: text parts joined by newlines, then each tool call's name and arguments."""
-        pieces = list(text_parts(self.content))
-        for call in self.tool_calls:
-            pieces.append(call.name)
-            if call.arguments:
-                pieces.append(call.arguments)
-        return "\n".join(pieces)
+        text = self._text
+        return _joined_text(self) if text is None else text  # None: malformed, so this fails as it always did
 
     def media_parts(self) -> tuple[int, int]:
         """How many image parts and file parts the content carries (T3)."""
@@ -227,6 +274,27 @@ class Message:
 
     def with_changes(self, **changes: Any) -> Message:
         return replace(self, **changes)
+
+
+_T = TypeVar("_T")
+
+
+def _derive(derive: Callable[[Message], _T], message: Message) -> _T | None:
+    """What ``derive`` makes of ``message``, or None where a field of the wrong type makes it fail."""
+    try:
+        return derive(message)
+    except Exception:  # derived again where it is used, and fails there as it always did
+        return None
+
+
+def _joined_text(message: Message) -> str:
+    content = message.content
+    pieces = ([content] if content else []) if type(content) is str else list(text_parts(content))
+    for call in message.tool_calls:
+        pieces.append(call.name)
+        if call.arguments:
+            pieces.append(call.arguments)
+    return "\n".join(pieces)
 
 
 def media_kind(part: Mapping[str, Any]) -> Literal["image", "file"] | None:
@@ -273,10 +341,32 @@ def as_message(item: MessageLike) -> Message:
     return Message.from_dict(item)
 
 
+_message_id = attrgetter("id")
+
+
+def _unchanged_ids(items: Sequence[MessageLike]) -> list[str] | None:
+    """The ids of ``items`` if :func:`normalize_messages` leaves them as they are, else None.
+
+    That is when every item is a ``Message`` with an id of its own: the common case, checked at C speed.
+    """
+    if set(map(type, items)) - {Message}:
+        return None
+    ids: list[str] = list(map(_message_id, items))
+    try:
+        unique = len(set(ids)) == len(ids)
+    except TypeError:  # an unhashable id: normalize_messages reports it
+        return None
+    return ids if unique and all(ids) else None
+
+
 def normalize_messages(items: Iterable[MessageLike]) -> list[Message]:
     """Convert every item, give id-less messages their stable ``msg-<index>`` id, and reject duplicates."""
     if isinstance(items, str | bytes | Mapping):
         raise TypeError("messages must be a list of messages, not a single value")
+    if not isinstance(items, list | tuple):
+        items = list(items)
+    if _unchanged_ids(items) is not None:
+        return cast(list[Message], list(items))
     out: list[Message] = []
     seen: set[str] = set()
     for index, item in enumerate(items):
@@ -292,6 +382,11 @@ def normalize_messages(items: Iterable[MessageLike]) -> list[Message]:
 
 def link_ids(message: Message) -> tuple[str, ...]:
     """Every tool-link id a message carries (M3), in a stable order."""
+    links = message._links
+    return _link_ids_of(message) if links is None else links
+
+
+def _link_ids_of(message: Message) -> tuple[str, ...]:
     ids: list[str] = []
     if message.tool_call_id:
         ids.append(message.tool_call_id)

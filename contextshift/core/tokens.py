@@ -205,12 +205,61 @@ class ApproximateProfile(ChatFormatProfile):
 # -- message costs for shifting ---------------------------------------------------------------------------
 
 
-def _checked(value: object, message_id: str) -> int:
+def checked_count(value: object, message_id: str) -> int:
+    """A counter's ``value`` for a message, if it is a count (a non-negative integer)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"message {message_id}: the token counter returned {value!r}, not an integer")
     if value < 0:
         raise ValueError(f"message {message_id}: the token counter returned a negative count ({value})")
     return value
+
+
+def check_overhead(per_message_overhead: object) -> int:
+    if isinstance(per_message_overhead, bool) or not isinstance(per_message_overhead, int):
+        raise TypeError("per_message_overhead must be an integer")
+    if per_message_overhead < 0:
+        raise ValueError("per_message_overhead must not be negative")
+    return per_message_overhead
+
+
+def check_counter(counter: object) -> None:
+    """Reject a counter that is neither a callable nor a profile (a profile is checked before calling this)."""
+    if not callable(counter):
+        raise TypeError("count_tokens must be a callable str -> int or a tokenizer profile")
+
+
+def media_tokens(message: Message) -> int:
+    """T3: the fixed cost a plain callable counter is charged for a message's image and file parts."""
+    images, files = message.media_parts()
+    return images * IMAGE_PART_TOKENS + files * FILE_PART_TOKENS
+
+
+def callable_costs(
+    messages: Sequence[Message], counter: TokenCounter, per_message_overhead: int, memo: dict[str, int]
+) -> list[int]:
+    """``count(text) + per_message_overhead`` (+ media) for each message; ``memo`` holds counts by text."""
+    costs: list[int] = []
+    append = costs.append
+    for message in messages:
+        text = message._text
+        if text is None:
+            text = message.text
+        counted = memo.get(text)
+        if counted is None:
+            counted = counter(text)
+            if type(counted) is not int or counted < 0:
+                counted = checked_count(counted, message.id)
+            memo[text] = counted
+        if isinstance(message.content, tuple):
+            counted += media_tokens(message)
+        append(counted + per_message_overhead)
+    return costs
+
+
+def profile_costs(profile: ChatFormatProfile, messages: Sequence[Message]) -> list[int]:
+    """A chat-format profile's cost of each message, its texts counted in one batch."""
+    texts = profile.count_many([m.text for m in messages])
+    return [profile.message_tokens(m, t) for m, t in zip(messages, texts, strict=True)]
 
 
 def message_costs(
@@ -222,34 +271,18 @@ def message_costs(
     image and file parts). A profile is asked for its own per-message cost: ``message_tokens`` where it has
     one, otherwise ``count_messages([m]) - count_messages([])`` less its priming.
     """
-    if isinstance(per_message_overhead, bool) or not isinstance(per_message_overhead, int):
-        raise TypeError("per_message_overhead must be an integer")
-    if per_message_overhead < 0:
-        raise ValueError("per_message_overhead must not be negative")
+    check_overhead(per_message_overhead)
     if isinstance(counter, ChatFormatProfile):
-        texts = counter.count_many([m.text for m in messages])
-        costs = [counter.message_tokens(m, t) for m, t in zip(messages, texts, strict=True)]
-        return costs, counter.reply_priming if messages else 0
+        return profile_costs(counter, messages), counter.reply_priming if messages else 0
     if isinstance(counter, TokenizerProfile):
-        empty = _checked(counter.count_messages([]), "(empty prompt)")
+        empty = checked_count(counter.count_messages([]), "(empty prompt)")
         costs = []
         for message in messages:
-            one = _checked(counter.count_messages([message]), message.id)
+            one = checked_count(counter.count_messages([message]), message.id)
             costs.append(max(0, one - empty))
         return costs, empty
-    if not callable(counter):
-        raise TypeError("count_tokens must be a callable str -> int or a tokenizer profile")
-    costs = []
-    memo: dict[str, int] = {}
-    for message in messages:
-        text = message.text
-        counted = memo.get(text)
-        if counted is None:
-            counted = _checked(counter(text), message.id)
-            memo[text] = counted
-        images, files = message.media_parts()
-        costs.append(counted + per_message_overhead + images * IMAGE_PART_TOKENS + files * FILE_PART_TOKENS)
-    return costs, 0
+    check_counter(counter)
+    return callable_costs(messages, counter, per_message_overhead, {}), 0
 
 
 def prompt_tokens(
@@ -257,6 +290,6 @@ def prompt_tokens(
 ) -> int:
     """A fresh count of a whole prompt, by the same rules shifting uses (S6)."""
     if isinstance(counter, TokenizerProfile) and not isinstance(counter, ChatFormatProfile):
-        return _checked(counter.count_messages(list(messages)), "(prompt)") if messages else 0
+        return checked_count(counter.count_messages(list(messages)), "(prompt)") if messages else 0
     costs, fixed = message_costs(messages, counter, per_message_overhead)
     return sum(costs) + fixed
