@@ -37,10 +37,9 @@ from ..providers import to_openai_messages as openai_wire
 from ..storage import Database, Repositories
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow
 from ..storage.types import new_id, utcnow
-from .errors import not_found
 from .history import is_command, merge
 from .summarizer import CompactionUnavailable, Summarizer, resolve
-from .turn import profile_for
+from .turn import chat_and_bot, profile_for
 
 log = logging.getLogger("contextshift.compaction")
 
@@ -171,12 +170,7 @@ class Compactor:
         """One run of ``background``, ``sync`` or ``manual`` compaction; manual raises when unavailable."""
         async with self.db.session() as session:
             repos = Repositories(session)
-            chat = await repos.chats.get(chat_id)
-            if chat is None:
-                raise not_found("chat", chat_id)
-            bot = await repos.bots.get(chat.bot_id)
-            if bot is None:
-                raise not_found("bot", chat.bot_id)
+            chat, bot = await chat_and_bot(repos, chat_id)
             try:
                 summarizer = await resolve(repos, bot)
             except CompactionUnavailable:

@@ -25,7 +25,7 @@ from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
 from .compaction import Compactor
 from .errors import ServiceError, not_found
-from .turn import Turn, load_turn, require_generation_ready
+from .turn import Turn, chat_and_bot, load_turn, require_generation_ready
 
 log = logging.getLogger("contextshift.generation")
 
@@ -90,6 +90,13 @@ def _failed_payload(turn: Turn, error: TokenBudgetExceeded) -> dict[str, Any]:
         "diagnostics": [*turn.notes, error.message],
         "excluded_count": 0,
     }
+
+
+def _require_content(reply: ChatResult | None) -> ChatResult:
+    """A reply with neither text nor tool calls is a failure (EMPTY_RESPONSE), never a stored message."""
+    if reply is None or (not reply.text and not reply.tool_calls):
+        raise ProviderError("EMPTY_RESPONSE", "The provider returned an empty reply.")
+    return reply
 
 
 class Generations:
@@ -171,12 +178,7 @@ class Generations:
         await self._compact_before_send(chat_id)
         async with self.db.session() as session:
             repos = Repositories(session)
-            chat = await repos.chats.get(chat_id)
-            if chat is None:
-                raise not_found("chat", chat_id)
-            bot = await repos.bots.get(chat.bot_id)
-            if bot is None:
-                raise not_found("bot", chat.bot_id)
+            chat, bot = await chat_and_bot(repos, chat_id)
             await repos.messages.append(chat.id, {"role": "user", "content": content})
             turn = await load_turn(repos, bot=bot, chat=chat, draft=None, max_tokens=max_tokens, preview=False)
             require_generation_ready(bot, turn.model, turn.provider)
@@ -257,8 +259,7 @@ class Generations:
         client = self._client(turn)
         try:
             reply = await client.complete(self._request(turn, result, stream=False))
-            if not reply.text and not reply.tool_calls:
-                raise ProviderError("EMPTY_RESPONSE", "The provider returned an empty reply.")
+            _require_content(reply)
         except ProviderError as error:
             await self.finish_failed(chat_id, generation_id, error.code)
             raise
@@ -285,8 +286,7 @@ class Generations:
                             yield Token(event.text)
                     elif isinstance(event, Finished):
                         finished = event.result
-            if finished is None or (not finished.text and not finished.tool_calls):
-                raise ProviderError("EMPTY_RESPONSE", "The provider returned an empty reply.")
+            _require_content(finished)
         except ProviderError as error:
             await self.finish_failed(chat_id, generation_id, error.code)
             yield Failed(error.code, error.message)
@@ -297,5 +297,5 @@ class Generations:
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
-        row, usage = await self._store_reply(chat_id, generation_id, finished, result)
+        row, usage = await self._store_reply(chat_id, generation_id, _require_content(finished), result)
         yield Done(row, usage)

@@ -12,9 +12,8 @@ from ..storage import Database, Repositories
 from ..storage.tables import CompactionLogRow
 from ..storage.types import utcnow
 from .compaction import window_of
-from .errors import not_found
 from .summarizer import CompactionUnavailable, resolve
-from .turn import load_turn
+from .turn import chat_and_bot, load_turn
 
 
 def log_dict(row: CompactionLogRow) -> dict[str, Any]:
@@ -39,12 +38,7 @@ def log_dict(row: CompactionLogRow) -> dict[str, Any]:
 async def chat_status(db: Database, chat_id: str, *, cooldown: float = FAILURE_COOLDOWN_SECONDS) -> dict[str, Any]:
     async with db.session() as session:
         repos = Repositories(session)
-        chat = await repos.chats.get(chat_id)
-        if chat is None:
-            raise not_found("chat", chat_id)
-        bot = await repos.bots.get(chat.bot_id)
-        if bot is None:
-            raise not_found("bot", chat.bot_id)
+        chat, bot = await chat_and_bot(repos, chat_id)
         turn = await load_turn(repos, bot=bot, chat=chat, draft="", max_tokens=None, preview=True)
         try:
             tokens = run_pipeline(turn.request).budget["prompt_tokens"]

@@ -16,7 +16,7 @@ from ..providers import to_anthropic_messages, to_openai_messages
 from ..storage import Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
-from .errors import ServiceError
+from .errors import ServiceError, not_found
 from .history import is_command, merge
 
 #: How many of a summary's covered messages the audit lists one by one (the newest ones).
@@ -52,6 +52,17 @@ def serializer_for(kind: str) -> Any:
         return {"messages": to_openai_messages(messages)}
 
     return anthropic if kind == "anthropic" else openai
+
+
+async def chat_and_bot(repos: Repositories, chat_id: str) -> tuple[ChatRow, BotRow]:
+    """The chat and its bot, or ``CHAT_NOT_FOUND`` / ``BOT_NOT_FOUND``."""
+    chat = await repos.chats.get(chat_id)
+    if chat is None:
+        raise not_found("chat", chat_id)
+    bot = await repos.bots.get(chat.bot_id)
+    if bot is None:
+        raise not_found("bot", chat.bot_id)
+    return chat, bot
 
 
 async def resolve_model(repos: Repositories, bot: BotRow) -> tuple[ModelRow | None, ProviderRow | None]:
