@@ -80,11 +80,11 @@ class InProcessJobRunner:
     async def _loop(self) -> None:
         while True:
             self.idle.clear()
+            self._wake.clear()  # before the run: a notify() that arrives during it is not lost
             try:
                 await self.run_pending()
             except Exception as error:
                 log.warning("the job loop hit %s; retrying", type(error).__name__)
             self.idle.set()
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)

@@ -45,6 +45,7 @@ log = logging.getLogger("contextshift.compaction")
 
 #: A pass runs at most this many times in a manual run ("as much as possible", but never unbounded).
 MAX_MANUAL_PASSES = 20
+HISTORY_CHANGED = "COMPACTION_HISTORY_CHANGED"
 REJECTED = {
     "empty": "COMPACTION_SUMMARY_EMPTY",
     "truncated": "COMPACTION_SUMMARY_TRUNCATED",
@@ -255,7 +256,9 @@ class Compactor:
                 output_tokens=output_tokens or None,
                 error_code=error_code,
             )
-            await repos.compaction.set_failed_at(chat_id, utcnow() if error_code else None)
+            # The cooldown is for a summarizer that failed; history that moved on is no reason to wait.
+            if error_code != HISTORY_CHANGED:
+                await repos.compaction.set_failed_at(chat_id, utcnow() if error_code else None)
         if error_code:
             log.info("compaction of chat %s failed (%s)", chat_id, error_code)
         return Outcome(status, summary_text, folded, entry.id, error_code)
@@ -333,7 +336,7 @@ class Compactor:
                 model=summarizer.model.name,
             )
         if committed is None:
-            return "COMPACTION_HISTORY_CHANGED"  # C10: an edit during the pass; nothing is committed
+            return HISTORY_CHANGED  # C10: an edit during the pass; nothing is committed
         usage = reply.usage
         raw_folded = len([m for m in selection.fold if m.source != "summary"])
         return (

@@ -223,6 +223,8 @@ async def test_an_edit_during_a_pass_aborts_it(service: Service) -> None:
     outcome = await running
     assert outcome["status"] == "error" and outcome["error_code"] == "COMPACTION_HISTORY_CHANGED"
     assert not any(m["summarized_by"] for m in await messages(service, ids["chat"]))
+    status = (await service.http.get(f"/api/v2/chats/{ids['chat']}/status")).json()["status"]
+    assert status["automatic"]["active"] is True  # history moving on arms no cooldown
 
 
 async def test_status_and_compact_commands_are_answered_in_the_chat_without_the_chat_model(service: Service) -> None:

@@ -84,8 +84,8 @@ def chromium_path() -> Path:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
-def browser(chromium_path: Path) -> Iterator[Any]:
+@pytest.fixture(scope="package")  # not session: Playwright's sync API keeps an event loop running while it
+def browser(chromium_path: Path) -> Iterator[Any]:  # lives, which would break the async tests that run after
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
