@@ -31,9 +31,9 @@ from ..core.compaction import (
     select_fold,
 )
 from ..core.compaction.rendering import SummarizerInputTooLarge
+from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
-from ..providers import ChatRequest, ProviderClient, ProviderError, make_client, to_anthropic_messages
-from ..providers import to_openai_messages as openai_wire
+from ..providers import ProviderClient, ProviderError, chat_request, make_client
 from ..storage import Database, Repositories
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow
 from ..storage.types import new_id, utcnow
@@ -192,7 +192,8 @@ class Compactor:
                 return Outcome("noop", reason="running")
             return await self._wait_for_running(chat_id)
         try:
-            return await self._passes(chat_id, bot, summarizer, profile_for(chat_model), trigger)
+            chat_window = window_of(bot, chat_model.context_window if chat_model else None)
+            return await self._passes(chat_id, bot, summarizer, profile_for(chat_model), trigger, chat_window)
         finally:
             async with self.db.session() as session:
                 await Repositories(session).compaction.release_lease(chat_id, self.owner)
@@ -211,28 +212,36 @@ class Compactor:
         return _outcome_of(last)
 
     async def _passes(
-        self, chat_id: str, bot: BotRow, summarizer: Summarizer, profile: TokenizerProfile, trigger: str
+        self,
+        chat_id: str,
+        bot: BotRow,
+        summarizer: Summarizer,
+        profile: TokenizerProfile,
+        trigger: str,
+        chat_window: int | None,
     ) -> Outcome:
         async with self.db.session() as session:
             entry = await Repositories(session).compaction.start_log(
                 bot_id=bot.id, chat_id=chat_id, trigger=trigger, model=summarizer.model.name
             )
         settings = settings_of(bot)
-        chat_window = window_of(bot, await self._chat_window(bot))
         limit = MAX_MANUAL_PASSES if trigger == "manual" else MAX_BACKGROUND_PASSES
         folded = passes = input_tokens = output_tokens = 0
         summary_text: str | None = None
         error_code: str | None = None
         for _ in range(limit):
+            version, history = await self._history(chat_id)
+            if version is None:
+                break
             target: int | None = None
             if trigger != "manual":
                 phase = "before_send" if trigger == "sync" else "after_turn"
-                pressure = await self._full_pressure(chat_id, profile)
+                pressure = compactable_tokens(history, profile)
                 verdict = decide(chat_window, pressure, settings, phase=phase)  # type: ignore[arg-type]
                 if verdict.action == "none" and passes:
                     break
                 target = verdict.target_tokens
-            result = await self._one_pass(chat_id, summarizer, profile, target)
+            result = await self._one_pass(chat_id, version, history, summarizer, profile, target)
             if result is None:  # nothing (more) to fold
                 break
             passes += 1
@@ -263,29 +272,24 @@ class Compactor:
             log.info("compaction of chat %s failed (%s)", chat_id, error_code)
         return Outcome(status, summary_text, folded, entry.id, error_code)
 
-    async def _chat_window(self, bot: BotRow) -> int | None:
-        async with self.db.session() as session:
-            model = await Repositories(session).models.get(bot.chat_model_id) if bot.chat_model_id else None
-        return model.context_window if model else None
-
-    async def _full_pressure(self, chat_id: str, profile: TokenizerProfile) -> int:
-        async with self.db.session() as session:
-            repos = Repositories(session)
-            rows = await repos.compaction.unsummarized(chat_id)
-            history = merge(rows, await repos.compaction.active_summaries(chat_id))
-        return compactable_tokens(history, profile)
-
-    async def _one_pass(
-        self, chat_id: str, summarizer: Summarizer, profile: TokenizerProfile, target: int | None
-    ) -> tuple[str, int, int, int] | str | None:
-        """A pass: (summary, messages folded, tokens in, tokens out), an error code, or None for nothing to do."""
+    async def _history(self, chat_id: str) -> tuple[int | None, list[Message]]:
+        """The chat's history version and its raw messages with summaries in place, read once per pass."""
         async with self.db.session() as session:
             repos = Repositories(session)
             version = await repos.compaction.history_version(chat_id)
             rows = await repos.compaction.unsummarized(chat_id)
-            history = merge(rows, await repos.compaction.active_summaries(chat_id))
-        if version is None:
-            return None
+            return version, merge(rows, await repos.compaction.active_summaries(chat_id))
+
+    async def _one_pass(
+        self,
+        chat_id: str,
+        version: int,
+        history: list[Message],
+        summarizer: Summarizer,
+        profile: TokenizerProfile,
+        target: int | None,
+    ) -> tuple[str, int, int, int] | str | None:
+        """A pass: (summary, messages folded, tokens in, tokens out), an error code, or None for nothing to do."""
         summarizer_profile = profile_for(summarizer.model)
         budget = input_budget(summarizer.window, count=summarizer_profile.count)
         if budget <= 0:
@@ -303,19 +307,13 @@ class Compactor:
             summarizer.provider.kind, summarizer.provider.base_url, summarizer.provider.api_key, **self.client_options
         )
         try:
-            messages = prompt.messages()
-            if summarizer.provider.kind == "anthropic":
-                system, wire = to_anthropic_messages(messages)
-            else:
-                system, wire = None, openai_wire(messages)
-            reply = await client.complete(
-                ChatRequest(
-                    model=summarizer.model.name,
-                    messages=wire,
-                    system=system,
-                    max_tokens=max_output_tokens(summarizer.window),
-                )
+            request = chat_request(
+                summarizer.provider.kind,
+                prompt.messages(),
+                model=summarizer.model.name,
+                max_tokens=max_output_tokens(summarizer.window),
             )
+            reply = await client.complete(request)
         except ProviderError as error:
             return error.code
         finally:
