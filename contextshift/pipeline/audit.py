@@ -9,7 +9,7 @@ Included blocks say ``protected`` or ``fit``. Left-out blocks say why: ``disable
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.messages import Message
@@ -138,10 +138,7 @@ def build_entries(
         for message in extras_removed:
             reason = "final-budget" if message.id in final_removed else "interceptor"
             ordered.append(_entry(message, cost_of[message.id], False, reason))
-    numbered = []
-    for order, entry in enumerate(ordered[:MAX_ENTRIES]):
-        numbered.append(AuditEntry(**{**{f: getattr(entry, f) for f in entry.__dataclass_fields__}, "order": order}))
-    return numbered
+    return [replace(entry, order=order) for order, entry in enumerate(ordered[:MAX_ENTRIES])]
 
 
 def _next_original(final: Sequence[Message], message_id: str, position: Mapping[str, int]) -> str | None:
