@@ -350,6 +350,8 @@ class UsageOut(BaseModel):
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_input_tokens: int | None = None
+    #: True when the provider reported no usage and these are contextshift's own counts of the turn.
+    estimated: bool = False
 
 
 class GenerateOut(BaseModel):

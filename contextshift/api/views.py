@@ -135,7 +135,10 @@ def message(row: MessageRow) -> s.MessageOut:
 
 def usage(data: dict[str, Any] | None) -> s.UsageOut | None:
     return (
-        s.UsageOut(**{k: data.get(k) for k in ("input_tokens", "output_tokens", "cached_input_tokens")})
+        s.UsageOut(
+            **{k: data.get(k) for k in ("input_tokens", "output_tokens", "cached_input_tokens")},
+            estimated=bool(data.get("estimated")),
+        )
         if data
         else None
     )

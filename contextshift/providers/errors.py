@@ -37,6 +37,23 @@ CONTEXT_MARKERS: tuple[str, ...] = (
     "maximum prompt length",
     "input is too long",
     "exceeds the context",
+    "exceed context window",  # llama-cpp-python: "Requested tokens (n) exceed context window of m"
+    "exceeds the available context size",  # llama.cpp server
+)
+
+#: Phrases (lower-case) by which servers say, in a 5xx, that the *request itself* is invalid: such an
+#: answer will not change on a retry, so it is ``PROVIDER_BAD_REQUEST`` and is not retried. Local servers
+#: do this: llama-cpp-python answers 500 "Input should be a valid string" (a pydantic validation error)
+#: to a null ``content``.
+INVALID_REQUEST_MARKERS: tuple[str, ...] = (
+    "invalid_request_error",
+    "invalid request",
+    "validation error",
+    "input should be",
+    "field required",
+    "extra inputs are not permitted",
+    "unprocessable",
+    "is not valid under any of the given schemas",
 )
 
 #: Anthropic / OpenAI error ``type`` values seen in bodies and mid-stream ``error`` events.
@@ -91,6 +108,16 @@ def says_context_length(payload: Any, raw: bytes | str = b"") -> bool:
     return any(marker in lowered for marker in CONTEXT_MARKERS)
 
 
+def says_invalid_request(payload: Any, raw: bytes | str = b"") -> bool:
+    """True if an error payload (or its raw text) says the request itself is malformed (not a server fault)."""
+    error = _error_object(payload)
+    if error.get("type") == "invalid_request_error" or error.get("code") == "invalid_request_error":
+        return True
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    lowered = text.lower()
+    return any(marker in lowered for marker in INVALID_REQUEST_MARKERS)
+
+
 def parse_retry_after(headers: httpx.Headers) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
     millis = headers.get("retry-after-ms")
@@ -134,6 +161,14 @@ def error_from_status(status: int, body: bytes, headers: httpx.Headers) -> Provi
     if status == 408:
         return ProviderError(PROVIDER_TIMEOUT, MESSAGES[PROVIDER_TIMEOUT], status, retryable=True)
     if status >= 500:
+        if says_context_length(payload, body):
+            return ProviderError(PROVIDER_CONTEXT_LENGTH, MESSAGES[PROVIDER_CONTEXT_LENGTH], status)
+        if says_invalid_request(payload, body):
+            return ProviderError(
+                PROVIDER_BAD_REQUEST,
+                f"The provider rejected the request as invalid (HTTP {status}).",
+                status,
+            )
         return ProviderError(
             PROVIDER_UNAVAILABLE,
             f"The provider is unavailable right now (HTTP {status}).",
@@ -181,6 +216,19 @@ def error_from_transport(exc: httpx.RequestError | httpx.InvalidURL) -> Provider
 def malformed(what: str = "reply") -> ProviderError:
     """A 2xx answer we could not make sense of."""
     return ProviderError(GENERATION_FAILED, f"The provider's {what} could not be read.")
+
+
+def empty_stream() -> ProviderError:
+    """A 200 stream that ended without a single event (no chunk, no ``[DONE]``).
+
+    llama-cpp-python answers an overflowing streamed prompt this way, while the same prompt without streaming
+    gets a context-length error; so it is reported as ``PROVIDER_CONTEXT_LENGTH`` (a probable overflow), for
+    the context-length recovery to handle. It is not retried as is.
+    """
+    return ProviderError(
+        PROVIDER_CONTEXT_LENGTH,
+        "The provider's stream ended without any event; the prompt probably exceeds the model's context window.",
+    )
 
 
 def truncated() -> ProviderError:

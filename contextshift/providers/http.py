@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from .base import ChatRequest, ChatResult, Finished, ProviderError, StreamEvent, TextDelta
-from .errors import error_from_event, error_from_status, error_from_transport, malformed
+from .errors import empty_stream, error_from_event, error_from_status, error_from_transport, malformed
 from .sse import SSEEvent, read_events
 
 logger = logging.getLogger("contextshift.providers")
@@ -245,12 +245,16 @@ class HTTPProviderClient(ABC):
                             yield TextDelta(result.text)
                     else:
                         parser = self.stream_parser()
+                        events = 0
                         async for event in read_events(response.aiter_lines()):
+                            events += 1
                             for delta in parser.feed(event):
                                 started = True
                                 yield delta
                             if parser.done:
                                 break
+                        if not events:
+                            raise empty_stream()
                         result = parser.finish()
             except ProviderError as exc:
                 error = exc

@@ -53,18 +53,34 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def parse_usage(raw: Any) -> Usage | None:
-    """``prompt_tokens`` / ``completion_tokens`` / ``prompt_tokens_details.cached_tokens``."""
+def parse_usage(raw: Any, timings: Any = None) -> Usage | None:
+    """``usage`` of a completion or chunk, with the cached prompt tokens from whichever field the server uses.
+
+    Cached tokens: ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, LM Studio), ``prompt_cache_hit_tokens``
+    (DeepSeek), ``cache_read_input_tokens`` (Anthropic-style proxies), or llama.cpp's ``timings.cache_n`` (a
+    sibling of ``usage``). A body with ``timings`` but no ``usage`` (older llama.cpp streams) still gives usage:
+    ``prompt_n + cache_n`` prompt tokens and ``predicted_n`` completion tokens.
+    """
+    timing = timings if isinstance(timings, Mapping) else {}
     if not isinstance(raw, Mapping):
-        return None
+        if "prompt_n" not in timing:
+            return None
+        raw = {
+            "prompt_tokens": _int(timing.get("prompt_n")) + _int(timing.get("cache_n")),
+            "completion_tokens": _int(timing.get("predicted_n")),
+        }
     details = raw.get("prompt_tokens_details")
     cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else 0
+    for spelling in ("prompt_cache_hit_tokens", "cache_read_input_tokens", "cached_tokens"):
+        if not cached:
+            cached = _int(raw.get(spelling))
     if not cached:
-        cached = _int(raw.get("prompt_cache_hit_tokens"))  # DeepSeek's spelling
+        cached = _int(timing.get("cache_n"))
+    prompt = _int(raw.get("prompt_tokens"))
     return Usage(
-        input_tokens=_int(raw.get("prompt_tokens")),
+        input_tokens=prompt,
         output_tokens=_int(raw.get("completion_tokens")),
-        cached_input_tokens=cached,
+        cached_input_tokens=min(cached, prompt) if prompt else cached,
     )
 
 
@@ -111,7 +127,7 @@ def parse_completion(payload: Any) -> ChatResult:
         text=_text_of(message.get("content")),
         finish_reason=normalize_finish(raw_finish),
         tool_calls=tuple(_tool_call(c) for c in raw_calls),
-        usage=parse_usage(payload.get("usage")),
+        usage=parse_usage(payload.get("usage"), payload.get("timings")),
         model=model if isinstance(model, str) else None,
         raw_finish_reason=raw_finish if isinstance(raw_finish, str) else None,
     )
@@ -143,7 +159,7 @@ class OpenAIStreamParser(StreamParser):
             raise error_from_event(chunk)
         if isinstance(chunk.get("model"), str):
             self._model = chunk["model"]
-        usage = parse_usage(chunk.get("usage"))
+        usage = parse_usage(chunk.get("usage"), chunk.get("timings"))
         if usage is not None:
             self._usage = usage
         out: list[TextDelta] = []

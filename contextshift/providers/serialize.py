@@ -97,9 +97,9 @@ def _openai_assistant(m: Message) -> dict[str, Any]:
         content = [to_openai_part(p) for p in kept] if kept else None
     else:
         content = m.content
-    if calls and not content:
-        content = None
-    elif content is None:
+    if not content:
+        # A tool-call-only message carries "" (not null): OpenAI accepts both, but local servers that
+        # validate ``content`` as a string (llama-cpp-python) answer null with a 500.
         content = ""
     out: dict[str, Any] = {"role": "assistant", "content": content}
     if m.name is not None:

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from ..core.errors import TokenBudgetExceeded
+from ..core.tokens import TokenizerProfile
 from ..pipeline import PipelineResult, run_pipeline
 from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, TextDelta, make_client
 from ..storage import Database, Repositories
@@ -26,6 +27,7 @@ from ..storage.tables import ChatRow, MessageRow
 from .compaction import Compactor
 from .errors import ServiceError, not_found
 from .turn import Turn, chat_and_bot, load_turn, require_generation_ready
+from .usage import usage_of
 
 log = logging.getLogger("contextshift.generation")
 
@@ -40,7 +42,7 @@ class Token:
 @dataclass(frozen=True, slots=True)
 class Done:
     message: MessageRow
-    usage: dict[str, int] | None
+    usage: dict[str, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,16 +60,6 @@ def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
         "provider_kind": turn.provider.kind if turn.provider else None,
         "model": turn.model.name if turn.model else None,
         **result.to_dict(),
-    }
-
-
-def usage_dict(result: ChatResult) -> dict[str, int] | None:
-    if result.usage is None:
-        return None
-    return {
-        "input_tokens": result.usage.input_tokens,
-        "output_tokens": result.usage.output_tokens,
-        "cached_input_tokens": result.usage.cached_input_tokens,
     }
 
 
@@ -217,9 +209,14 @@ class Generations:
         )
 
     async def _store_reply(
-        self, chat_id: str, generation_id: str, reply: ChatResult, result: PipelineResult
-    ) -> tuple[MessageRow, dict[str, int] | None]:
-        usage = usage_dict(reply)
+        self,
+        chat_id: str,
+        generation_id: str,
+        reply: ChatResult,
+        result: PipelineResult,
+        profile: TokenizerProfile | None = None,
+    ) -> tuple[MessageRow, dict[str, Any] | None]:
+        usage = usage_of(reply, result, profile)
         message: dict[str, Any] = {
             "role": "assistant",
             "content": reply.text,
@@ -269,7 +266,7 @@ class Generations:
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
-        row, usage = await self._store_reply(chat_id, generation_id, reply, result)
+        row, usage = await self._store_reply(chat_id, generation_id, reply, result, turn.profile)
         return Done(row, usage)
 
     async def stream(
@@ -297,5 +294,6 @@ class Generations:
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
-        row, usage = await self._store_reply(chat_id, generation_id, _require_content(finished), result)
+        reply = _require_content(finished)
+        row, usage = await self._store_reply(chat_id, generation_id, reply, result, turn.profile)
         yield Done(row, usage)

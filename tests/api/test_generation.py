@@ -46,7 +46,12 @@ async def test_a_generation_stores_the_reply_and_a_completed_audit(service: Serv
         f"/api/v2/chats/{ids['chat']}/generate", {"content": "hi there", "stream": False}, 200
     )
     assert response["message"]["role"] == "assistant" and response["message"]["content"] == "Hello there!"
-    assert response["usage"] == {"input_tokens": 50, "output_tokens": 3, "cached_input_tokens": 40}
+    assert response["usage"] == {
+        "input_tokens": 50,
+        "output_tokens": 3,
+        "cached_input_tokens": 40,
+        "estimated": False,
+    }
     audit = await audit_of(service, ids["chat"])
     assert audit["status"] == "completed" and audit["error_code"] is None
     assert audit["provider_kind"] == "openai" and audit["model"] == "gpt-4o"
