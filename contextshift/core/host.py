@@ -21,6 +21,7 @@ from .shifting import (
     PLUGIN_REJECTED,
     PROTECTED,
     REASONS,
+    RECALLED,
     SUMMARIZED,
     Counter,
     Prompt,
@@ -227,7 +228,10 @@ def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_
     for position, message in enumerate(prompt.messages):
         mid = message.id
         if mid in final_kept:
-            reasons[mid] = PROTECTED if prompt.groups[prompt.owner[position]].protected else FIT
+            if prompt.groups[prompt.owner[position]].protected:
+                reasons[mid] = PROTECTED
+            else:  # kept history a strategy brought back says so (G4a); anything else kept just fit
+                reasons[mid] = RECALLED if review.strategy_reasons.get(mid) == RECALLED else FIT
         elif mid in summarized:
             reasons[mid] = SUMMARIZED
         else:
@@ -235,7 +239,7 @@ def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_
             trusted_claim = (
                 isinstance(claimed, str)
                 and claimed in REASONS
-                and claimed not in (PROTECTED, FIT, SUMMARIZED)
+                and claimed not in (PROTECTED, FIT, SUMMARIZED, RECALLED)
                 and mid not in broken
                 and mid not in host_removed
             )

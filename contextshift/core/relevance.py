@@ -49,3 +49,21 @@ def bm25_relevance(query: str, documents: Sequence[str]) -> list[float]:
         relative = score / best if best > 0 else 0.0
         out.append(round(0.5 * relative + 0.5 * coverage, 6) if coverage else 0.0)
     return out
+
+
+def terms(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's words as BM25 sees them: lower-cased, English stop words dropped, stemmed."""
+    if not texts:
+        return []
+    return _terms(texts)
+
+
+def bm25_scores(query_terms: Sequence[str], corpus: Sequence[Sequence[str]]) -> list[float]:
+    """Raw BM25 scores of each document of ``corpus`` (already analysed with :func:`terms`) for the query."""
+    if not corpus:
+        return []
+    if not query_terms or not any(corpus):
+        return [0.0] * len(corpus)
+    retriever = bm25s.BM25()
+    retriever.index([list(d) for d in corpus], show_progress=False)
+    return [float(s) for s in retriever.get_scores(list(query_terms))]

@@ -36,7 +36,9 @@ MANUAL = "manual"
 SUMMARIZED = "summarized"
 LOW_RELEVANCE = "low-relevance"
 PLUGIN_REJECTED = "plugin-rejected"
-REASONS = frozenset({PROTECTED, FIT, CONTEXT_SHIFT, MANUAL, SUMMARIZED, LOW_RELEVANCE, PLUGIN_REJECTED})
+#: Kept: excluded history that ``recall`` brought back because the current input needs it (G4a).
+RECALLED = "recalled"
+REASONS = frozenset({PROTECTED, FIT, CONTEXT_SHIFT, MANUAL, SUMMARIZED, LOW_RELEVANCE, PLUGIN_REJECTED, RECALLED})
 
 Counter = TokenCounter | TokenizerProfile
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from .errors import UnknownStrategy
 from .groups import Group
 from .messages import Message
+from .recall import recall
 from .relevance import bm25_relevance
 from .shifting import (
     CONTEXT_SHIFT,
@@ -265,6 +266,7 @@ BUILTIN_STRATEGIES: dict[str, Strategy] = {
     "summarize": summarize,
     "vector-recall": vector_recall,
     "manual": manual,
+    "recall": recall,
 }
 
 

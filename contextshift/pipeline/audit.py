@@ -1,6 +1,7 @@
 """Audit entries (A2): every prompt block in its actual order, with tokens and a stable reason.
 
-Included blocks say ``protected`` or ``fit``. Left-out blocks say why: ``disabled``, ``empty``,
+Included blocks say ``protected``, ``fit`` or ``recalled`` (excluded history that the ``recall`` strategy
+brought back). Left-out blocks say why: ``disabled``, ``empty``,
 ``low-relevance`` (before counting, or dropped by ``vector-recall``), ``manual``, ``context-shift``,
 ``summarized`` (and the summary block names what it stands for), ``plugin-rejected``, ``interceptor``
 (an interceptor removed it) or ``final-budget`` (the last shift after the interceptors).
@@ -102,7 +103,11 @@ def build_entries(
         if message.id in manual:
             reason, included = "manual", False
         elif message.id in final_ids:
-            reason, included = ("protected" if message.protected else "fit"), True
+            if message.protected:
+                reason = "protected"
+            else:  # history ``recall`` brought back says so (G4a)
+                reason = "recalled" if shifted.reasons.get(message.id) == "recalled" else "fit"
+            included = True
         elif message.id in final_removed:
             reason, included = "final-budget", False
         elif message.id in intercepted_removed and message.id not in shifted.reasons:

@@ -41,8 +41,10 @@ def examples(count: int) -> int:
 LINK_KEYS = ("tool_call_id", "toolCallId", "callId")
 PROTECTED_SYSTEM_SOURCES = (None, "system", "persona", "character")
 KEPT_REASONS = frozenset({"protected", "fit"})
+#: Kept history that the ``recall`` strategy brought back (G4a).
+RECALLED = "recalled"
 EXCLUDED_REASONS = frozenset({"context-shift", "manual", "low-relevance", "plugin-rejected"})
-ALL_REASONS = KEPT_REASONS | EXCLUDED_REASONS | {"summarized"}
+ALL_REASONS = KEPT_REASONS | EXCLUDED_REASONS | {"summarized", RECALLED}
 
 
 def as_dict(item: Mapping[str, Any] | Message) -> Mapping[str, Any]:
@@ -543,7 +545,10 @@ def check_coverage(s: Scenario, result: ShiftResult) -> None:
         code = reasons.get(i)
         assert code in ALL_REASONS, f"{i}: reason {code!r} is not a valid code"
         if i in set(kept_inputs):
-            assert code == ("protected" if i in protected else "fit"), f"kept {i} has reason {code!r}"
+            if code == RECALLED:  # only recall brings excluded history back, and never protected context
+                assert result.strategy == "recall" and i not in protected, f"kept {i} has reason {code!r}"
+            else:
+                assert code == ("protected" if i in protected else "fit"), f"kept {i} has reason {code!r}"
         elif i in set(sources):
             assert code == "summarized", f"summarized {i} has reason {code!r}"
         else:

@@ -209,7 +209,7 @@ def test_exact_profile_is_deterministic_and_leaves_its_input_untouched(s: Scenar
 @example(EMPTY_KEPT)
 @example(NOTHING_PROTECTED_TINY_BUDGET)
 def test_every_builtin_strategy_upholds_the_invariants_with_the_exact_profile(s: Scenario) -> None:
-    for name in ("truncate", "summarize", "vector-recall", "manual"):
+    for name in ("truncate", "summarize", "vector-recall", "manual", "recall"):
         result, error = attempt(lambda name=name: shift_with_strategy(s.inputs, GPT4O, s.budget, strategy=name))
         check_all(s, result, error, GPT4O)
 
@@ -249,3 +249,17 @@ def test_a_non_additive_profile_keeps_protected_or_raises_exactly_when_its_own_c
         check_fresh_count(s, result, POOLED)
         if POOLED.count_messages(normalized) <= s.budget:
             assert result.excluded == [], "the whole prompt fits by the profile's count, yet messages were removed"
+
+
+@EXACT
+@given(scenarios(max_segments=8, squeezed=True))
+def test_recall_with_a_non_additive_profile_fits_by_the_profiles_own_count(s: Scenario) -> None:
+    assume(s.protected_group_positions())
+    result, error = attempt(lambda: shift_with_strategy(s.inputs, POOLED, s.budget, strategy="recall"))
+    normalized = s.normalized()
+    protected = POOLED.count_messages([normalized[p] for p in s.protected_group_positions()])
+    check_protected_or_raised(s, result, error, protected)
+    if result is not None:
+        check_no_orphans(s, result)
+        check_coverage(s, result)
+        check_fresh_count(s, result, POOLED)

@@ -24,6 +24,7 @@ from contextshift import (
     ShiftResult,
     StrategyRequest,
     Truncation,
+    get_tokenizer,
     shift_with_strategy,
 )
 
@@ -48,7 +49,7 @@ from .strategies_gen import (
     snapshot,
 )
 
-BUILTINS = ("truncate", "summarize", "vector-recall", "manual")
+BUILTINS = ("truncate", "summarize", "vector-recall", "manual", "recall")
 BUILTIN = settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HOSTILE = settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SLOW_HOSTILE = settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -227,6 +228,65 @@ def test_summarize_replaces_dropped_history_with_one_smaller_extractive_summary(
     frame = {"Summary", "of", "earlier", "context", "user", "assistant", "system", "tool", "ws", "a", "b"}
     invented = [w for w in re.findall(r"\w+", summary.text) if w not in source_words | frame]
     assert not invented, f"summary words not in the summarized messages (cut or invented): {invented}"
+
+
+# -- recall (G4a) -------------------------------------------------------------------------------------------
+
+#: Words no generated sentence contains.
+UNRELATED_INPUT = {"role": "user", "content": "Zyxwv qorpt?", "source": "input"}
+
+
+def _recall_groups(s: Scenario, result: ShiftResult) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+    """The unprotected groups recall brought back, the others it kept and the ones it left out."""
+    ids = s.ids
+    kept = {m.id for m in result.kept}
+    unprotected = [g for g in s.groups if not s.group_is_protected(g)]
+    recalled = [g for g in unprotected if result.reasons[ids[g[0]]] == "recalled"]
+    fit = [g for g in unprotected if ids[g[0]] in kept and g not in recalled]
+    out = [g for g in unprotected if ids[g[0]] not in kept]
+    return recalled, fit, out
+
+
+@BUILTIN
+@given(s=scenarios(max_segments=14, squeezed=True))
+def test_recall_brings_back_only_whole_groups_truncate_left_out_and_gives_the_rest_to_the_newest_turns(
+    s: Scenario,
+) -> None:
+    result, error = run_builtin(s, "recall")
+    check_all(s, result, error)
+    truncated, _ = run_builtin(s, "truncate")
+    if result is None or truncated is None:
+        return
+    ids = s.ids
+    recalled, fit, out = _recall_groups(s, result)
+    truncate_kept = {m.id for m in truncated.kept}
+    for group in recalled:
+        members = [ids[p] for p in group]
+        assert all(result.reasons[i] == "recalled" for i in members), f"group {members} partly recalled"
+        assert not any(i in truncate_kept for i in members), f"recalled {members}, which truncate kept anyway"
+    if fit and out:  # what is not recalled is shifted oldest first
+        assert max(g[0] for g in out) < min(g[0] for g in fit), "an older group was kept over a newer one"
+    if not recalled:
+        assert outcome_key(result, None) == outcome_key(truncated, None), "no recall, yet not truncate's result"
+
+
+@BUILTIN
+@given(s=scenarios(max_segments=14))
+def test_recall_with_an_input_that_shares_no_word_with_the_history_is_exactly_truncate(s: Scenario) -> None:
+    dicts = [d for d in s.dicts if d.get("source") != "input"] + [dict(UNRELATED_INPUT)]
+    s = Scenario(dicts=dicts, inputs=[dict(d) for d in dicts], budget=s.budget)
+    recalled = run_builtin(s, "recall")
+    assert outcome_key(*recalled) == outcome_key(*run_builtin(s, "truncate"))
+    if recalled[0] is not None:
+        assert recalled[0].strategy == "recall"
+
+
+@BUILTIN
+@given(s=scenarios(max_segments=14, squeezed=True), profile_name=st.sampled_from(("approximate", "o200k_base")))
+def test_recall_keeps_the_invariants_under_a_tokenizer_profile(s: Scenario, profile_name: str) -> None:
+    profile = get_tokenizer(profile_name)
+    result, error = attempt(lambda: shift_with_strategy(s.inputs, profile, s.budget, strategy="recall"))
+    check_all(s, result, error, profile)
 
 
 @BUILTIN

@@ -93,8 +93,8 @@ def test_protected_context_alone_over_budget_raises_with_counts() -> None:
     assert caught.value.budget == 5
 
 
-def test_registry_lists_the_four_builtins() -> None:
-    assert ContextStrategyRegistry().names() == ["manual", "summarize", "truncate", "vector-recall"]
+def test_registry_lists_the_five_builtins() -> None:
+    assert ContextStrategyRegistry().names() == ["manual", "recall", "summarize", "truncate", "vector-recall"]
 
 
 def test_summarize_replaces_dropped_history_with_a_summary_that_fits() -> None:

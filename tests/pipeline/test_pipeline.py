@@ -300,3 +300,23 @@ def test_the_serialized_request_is_counted_again_and_shifted_when_the_wire_forma
     result = run_pipeline(request(sources, context_limit=44, response_reserve=10, serializer=padded))
     assert result.budget["prompt_tokens"] <= 34
     assert [m.id for m in result.messages] == ["h2", "core.current-input"]
+
+
+def test_the_pipeline_recalls_excluded_history_when_the_bot_selects_recall_and_the_audit_says_so() -> None:
+    """G4a through the pipeline: the recalled message is sent, in its place, with the reason ``recalled``."""
+    past = history(
+        ("fact", "user", "The vault code for project Falcon is 48213."),
+        *[(f"c{n}", "user" if n % 2 else "assistant", "Chatter about the weather and lunch today.") for n in range(8)],
+    )
+    sources = Sources(system_prompt="Be brief.", history=past, user_input="What is the vault code for Falcon?")
+    truncated = run_pipeline(request(sources, context_limit=80, response_reserve=10))
+    assert "fact" not in [m.id for m in truncated.messages]
+    result = run_pipeline(request(sources, context_limit=80, response_reserve=10, strategy="recall"))
+    sent = [m.id for m in result.messages]
+    assert sent[:2] == ["core.system-prompt", "fact"] and sent[-1] == "core.current-input"
+    assert result.context_strategy == "recall"
+    reasons = {e.identifier: (e.included, e.reason) for e in result.entries}
+    assert reasons["fact"] == (True, "recalled")
+    assert reasons["c7"] == (True, "fit")
+    assert reasons["c0"] == (False, "context-shift")
+    assert result.budget["prompt_tokens"] <= 70

@@ -151,7 +151,7 @@ let strategies = null;
 /** Context strategies from the registry (the OpenAPI enum of BotCreate.context_strategy). */
 export async function strategyNames() {
   if (strategies) return strategies;
-  const fallback = ["truncate", "summarize", "vector-recall", "manual"];
+  const fallback = ["truncate", "summarize", "vector-recall", "recall", "manual"];
   try {
     const response = await fetch("/openapi.json");
     const doc = await response.json();

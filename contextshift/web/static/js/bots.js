@@ -259,7 +259,7 @@ async function settingsForm(container, bot, { store, go }) {
     h(
       "fieldset",
       h("legend", "Context"),
-      field("Context strategy", strategy, "How the prompt is made to fit: truncate drops the oldest turns, summarize folds them into a local summary, vector-recall drops low-relevance lore first, manual honours your exclusions first.").row,
+      field("Context strategy", strategy, "How the prompt is made to fit: truncate drops the oldest turns, summarize folds them into a local summary, vector-recall drops low-relevance lore first, recall brings back older turns the new message asks about, manual honours your exclusions first.").row,
       field("Reply reserve (tokens)", reserve, "Kept free for the model's reply.").row,
       field("Context limit (tokens)", limit, "Leave empty to use the chat model's window.").row,
       h("div.field", h("span.label", "Lorebooks"), bookList, newBook),

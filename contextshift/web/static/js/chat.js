@@ -282,7 +282,8 @@ export async function chatView(main, [chatId], { store, go }) {
     const data = st.audit && hasMatches(st.audit) ? st.audit : st.preview && hasMatches(st.preview) ? st.preview : null;
     const kind = data === st.audit ? "audit" : "preview";
     const marks = new Map();
-    if (!data) return { marks, kind: null, boundary: null, tokens: new Map() };
+    const recalled = new Set();
+    if (!data) return { marks, recalled, kind: null, boundary: null, tokens: new Map() };
     const seqOf = new Map(st.messages.map((m) => [m.id, m.seq]));
     const tokens = new Map();
     let newest = -Infinity;
@@ -293,7 +294,8 @@ export async function chatView(main, [chatId], { store, go }) {
       if (seq === undefined) continue;
       tokens.set(entry.identifier, entry.tokens);
       newest = Math.max(newest, seq);
-      if (entry.included) {
+      if (entry.included && entry.reason === "recalled") recalled.add(entry.identifier);
+      else if (entry.included) {
         if (seq < boundarySeq) {
           boundarySeq = seq;
           boundary = entry.identifier;
@@ -305,7 +307,7 @@ export async function chatView(main, [chatId], { store, go }) {
     for (const m of st.messages) {
       if (!tokens.has(m.id) && m.seq < newest && !marks.has(m.id)) marks.set(m.id, "context-shift");
     }
-    return { marks, kind, boundary, tokens, newest };
+    return { marks, recalled, kind, boundary, tokens, newest };
   }
 
   // -- rendering ---------------------------------------------------------------------------------------------
@@ -345,7 +347,9 @@ export async function chatView(main, [chatId], { store, go }) {
     if (m.meta?.command) badges.push(badge("command", "info"));
     if (m.pinned) badges.push(badge("pinned", "pin"));
     if (excludedByUser) badges.push(badge("excluded by you", "warn"));
+    const recalled = info.recalled?.has(m.id);
     if (summarized) badges.push(badge("summarized", "sum", { title: "Folded into a summary: hidden from prompts, not deleted" }));
+    else if (recalled) badges.push(badge(info.kind === "preview" ? "recalled into next prompt" : "recalled", "ok", { title: REASON_WORDS.recalled }));
     else if (reason && !(reason === "manual" && excludedByUser)) {
       const label = info.kind === "preview" ? "not in next prompt" : "not in context";
       badges.push(badge(`${label}: ${reason}`, "out", { title: REASON_WORDS[reason] || reason }));
@@ -354,10 +358,10 @@ export async function chatView(main, [chatId], { store, go }) {
     return h(
       "article",
       {
-        class: `msg role-${m.role}${out ? " out" : ""}${summarized ? " summarized" : ""}${m.pinned ? " pinned" : ""}${m.pending ? " pending" : ""}${m.meta?.command ? " command" : ""}`,
+        class: `msg role-${m.role}${out ? " out" : ""}${summarized ? " summarized" : ""}${recalled ? " recalled" : ""}${m.pinned ? " pinned" : ""}${m.pending ? " pending" : ""}${m.meta?.command ? " command" : ""}`,
         id: `msg-${m.id}`,
         tabindex: -1,
-        dataset: { messageId: m.id, seq: m.seq ?? "", reason: summarized ? "summarized" : reason || "" },
+        dataset: { messageId: m.id, seq: m.seq ?? "", reason: summarized ? "summarized" : recalled ? "recalled" : reason || "" },
         "aria-label": `${roleName(m)}, message ${m.seq ?? ""}${reason ? `, not in context (${reason})` : ""}`,
       },
       h(

@@ -30,6 +30,7 @@ export function errorWords(code, fallback) {
 export const REASON_WORDS = {
   protected: "always kept (system prompt, persona, pinned or the current input)",
   fit: "fit in the budget",
+  recalled: "older history brought back because the current input asks about it",
   disabled: "disabled or not activated",
   empty: "empty",
   "model-mismatch": "not for this model",

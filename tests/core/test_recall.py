@@ -1,0 +1,123 @@
+"""Worked cases of the ``recall`` strategy (G4a), with a fixed counter: ceil(len/4), overhead 4."""
+
+from __future__ import annotations
+
+import math
+
+from contextshift import Message, shift_with_strategy
+from contextshift.core.recall import current_input, query_words
+
+
+def ceil4(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def ids(messages: list[Message]) -> list[str]:
+    return [m.id for m in messages]
+
+
+CHATTER = "Some ordinary chatter about the weather and lunch plans today."  # 62 chars: 16 + 4 tokens
+
+
+def chat(*facts: dict[str, object], question: str, chatter: int = 10) -> list[dict[str, object]]:
+    """A system prompt, the facts, ``chatter`` turns of small talk and the question as current input."""
+    return [
+        {"id": "sys", "role": "system", "content": "You are helpful."},
+        *facts,
+        *[{"id": f"c{i}", "role": "user" if i % 2 == 0 else "assistant", "content": CHATTER} for i in range(chatter)],
+        {"id": "in", "role": "user", "content": question, "source": "input"},
+    ]
+
+
+FALCON = {"id": "falcon", "role": "user", "content": "The vault code for project Falcon is 48213."}  # 43 chars
+
+
+def test_recall_brings_back_the_excluded_message_the_input_asks_about_and_trims_the_newest_turns() -> None:
+    messages = chat(FALCON, question="What is the vault code for project Falcon?")
+    # sys 4+4, falcon 11+4, chatter 16+4 each, input 11+4: 23 protected. Budget 75: truncate keeps the
+    # newest 2 chatter turns (23 + 40 = 63); recall brings falcon back (15) and keeps one turn: 58.
+    truncated = shift_with_strategy(messages, ceil4, 75, strategy="truncate")
+    assert ids(truncated.kept) == ["sys", "c8", "c9", "in"]
+    assert truncated.tokens == 63
+    result = shift_with_strategy(messages, ceil4, 75, strategy="recall")
+    assert ids(result.kept) == ["sys", "falcon", "c9", "in"]
+    assert result.tokens == 58
+    assert result.reasons["falcon"] == "recalled"
+    assert result.reasons["c9"] == "fit"
+    assert result.reasons["c8"] == "context-shift"
+    assert ids(result.excluded) == [f"c{i}" for i in range(9)]
+    assert any("recall brought back 1 message(s) (15 tokens)" in d for d in result.diagnostics)
+
+
+def test_recall_with_nothing_relevant_is_exactly_truncate() -> None:
+    messages = chat(FALCON, question="Any good films on tonight?")  # 26 chars: 7 + 4 tokens
+    recalled = shift_with_strategy(messages, ceil4, 80, strategy="recall")
+    truncated = shift_with_strategy(messages, ceil4, 80, strategy="truncate")
+    assert ids(recalled.kept) == ids(truncated.kept) == ["sys", "c7", "c8", "c9", "in"]
+    assert ids(recalled.excluded) == ids(truncated.excluded)
+    assert recalled.reasons == truncated.reasons
+    assert recalled.tokens == truncated.tokens == 79
+    assert recalled.strategy == "recall"
+
+
+def test_recall_brings_a_tool_call_back_with_its_result_or_not_at_all() -> None:
+    call = {
+        "id": "call",
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":"x"}'}}],
+    }
+    result = {"id": "result", "role": "tool", "tool_call_id": "t1", "content": "Falcon vault code: 48213"}
+    messages = chat(call, result, question="What is the vault code for project Falcon?")
+    # call: "lookup\n{"q":"x"}" 16 chars -> 4 + 4; result 24 chars -> 6 + 4: the group costs 18.
+    shifted = shift_with_strategy(messages, ceil4, 80, strategy="recall")
+    assert ids(shifted.kept) == ["sys", "call", "result", "c9", "in"]
+    assert shifted.reasons["call"] == shifted.reasons["result"] == "recalled"
+    assert shifted.tokens == 61
+
+
+def test_a_later_statement_of_a_changed_fact_wins_over_the_earlier_one() -> None:
+    changed = {
+        "id": "changed",
+        "role": "user",
+        "content": "Update: the vault code for project Falcon changed to 99120.",
+    }
+    messages = chat(FALCON, changed, question="What is the vault code for project Falcon?")
+    result = shift_with_strategy(messages, ceil4, 80, strategy="recall")
+    assert "changed" in ids(result.kept)
+    assert result.reasons["changed"] == "recalled"
+    assert "falcon" not in ids(result.kept)
+    assert result.reasons["falcon"] == "context-shift"
+
+
+def test_a_question_about_a_fact_does_not_supersede_the_fact() -> None:
+    asked = {"id": "asked", "role": "user", "content": "What was the vault code for project Falcon again?"}
+    messages = chat(FALCON, asked, question="Tell me the vault code for project Falcon.")
+    result = shift_with_strategy(messages, ceil4, 100, strategy="recall")
+    assert result.reasons["falcon"] == "recalled"
+
+
+def test_the_share_of_the_budget_recall_takes_follows_the_relevance_of_what_it_brings_back() -> None:
+    facts = [
+        {"id": f"fact{n}", "role": "user", "content": f"The vault code for project {name} is {code}."}
+        for n, (name, code) in enumerate([("Falcon", 48213), ("Eagle", 11111), ("Heron", 22222), ("Osprey", 33333)])
+    ]
+    # Asked about Falcon: the other facts share only "vault code project" with the question, so they are
+    # far less relevant and may take only a small share of the budget; Falcon comes back first.
+    messages = chat(*facts, question="What is the vault code for project Falcon?", chatter=12)
+    result = shift_with_strategy(messages, ceil4, 120, strategy="recall")
+    recalled = [i for i in ids(result.kept) if result.reasons[i] == "recalled"]
+    assert recalled[0] == "fact0"
+    assert len(recalled) < 4
+    # Asked about all four, all four come back.
+    messages = chat(*facts, question="What are the vault codes for Falcon, Eagle, Heron and Osprey?", chatter=12)
+    result = shift_with_strategy(messages, ceil4, 120, strategy="recall")
+    assert [i for i in ids(result.kept) if result.reasons[i] == "recalled"] == ["fact0", "fact1", "fact2", "fact3"]
+
+
+def test_the_query_is_the_current_input_or_else_the_last_user_message() -> None:
+    with_input = [Message(role="user", content="old"), Message(role="user", content="new", source="input")]
+    assert current_input(with_input) == "new"
+    assert current_input([Message(role="user", content="last"), Message(role="assistant", content="x")]) == "last"
+    assert query_words("What are the flights to Paris?") == ["flight", "pari"]
+    assert query_words("   ") == []
