@@ -25,12 +25,14 @@ messages older than the recent window, and they are passed in as the oldest part
 
 from __future__ import annotations
 
+import heapq
+import re
 from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
 from .messages import Message
-from .relevance import bm25_scores, terms
+from .relevance import bm25_term_scores, terms
 from .shifting import RECALLED, Outcome, Prompt, ShiftResult, build_result, shift_prompt
 
 if TYPE_CHECKING:
@@ -44,6 +46,16 @@ MAX_RECALL_SHARE = 0.75
 SUPERSEDED_FACTOR = 0.25
 #: A later group restates an earlier one when they share at least this share of their words.
 SAME_STATEMENT = 0.4
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+#: BM25's ``b`` for sentences: a long sentence (a tool result's record) is scaled down only a little.
+LENGTH_WEIGHT = 0.3
+#: What a query word a chosen group contains is worth to the groups chosen after it.
+COVERED = 0.2
+#: A query word is rare when at most this many sentences, or this share of them, hold it.
+RARE_SENTENCES = 2
+RARE_SHARE = 0.03
+#: What a question's relevance is multiplied by (it asks for the information rather than holding it).
+QUESTION_FACTOR = 0.5
 #: At most this many excluded groups are considered, most relevant first.
 MAX_CANDIDATES = 256
 
@@ -89,42 +101,66 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 class _Scores:
-    """BM25 relevance of every unprotected group of a prompt to the query."""
+    """BM25 scores of every unprotected group of a prompt, term by term of the query."""
 
     def __init__(self, prompt: Prompt, query: str) -> None:
         self.query = frozenset(query_words(query))
         self.numbers = [n for n, g in enumerate(prompt.groups) if not g.protected]
         documents = ["\n".join(prompt.messages[p].text for p in prompt.groups[n].members) for n in self.numbers]
-        analysed = terms(documents)
+        analysed = terms([d.replace("_", " ") for d in documents])
         self.words = {n: frozenset(d) for n, d in zip(self.numbers, analysed, strict=True)}
-        raw = bm25_scores(sorted(self.query), analysed) if self.query else [0.0] * len(self.numbers)
-        best = max(raw, default=0.0)
-        self.relevance = {n: (score / best if best > 0 else 0.0) for n, score in zip(self.numbers, raw, strict=True)}
-        self.frequency: dict[str, int] = {}
-        for n in self.numbers:
-            for word in self.words[n] & self.query:
-                self.frequency[word] = self.frequency.get(word, 0) + 1
+        # Sentences are scored, not whole groups: a fact is a sentence that holds the query's words together.
+        owners: list[int] = []
+        sentences: list[str] = []
+        for n, document in zip(self.numbers, documents, strict=True):
+            for sentence in _SENTENCE.split(document.replace("_", " ")):
+                if sentence.strip():
+                    owners.append(n)
+                    sentences.append(sentence)
+        analysed_sentences = terms(sentences)
+        by_term = bm25_term_scores(sorted(self.query), analysed_sentences, length_weight=LENGTH_WEIGHT)
+        # The query's rare words (few sentences hold them: names, codes) say what it is about; a
+        # sentence is worth recalling while it holds one that no chosen sentence held.
+        limit = max(RARE_SENTENCES, RARE_SHARE * len(sentences))
+        self.sentence_frequency = {t: sum(1 for x in v if x > 0) for t, v in by_term.items()}
+        self.rare = frozenset(t for t, df in self.sentence_frequency.items() if 0 < df <= limit)
+        #: Per group, each of its sentences' scores by query word, and its words (only sentences that match).
+        self.term_scores: dict[int, list[dict[str, float]]] = {n: [] for n in self.numbers}
+        self.sentence_words: dict[int, list[frozenset[str]]] = {n: [] for n in self.numbers}
+        for index, owner in enumerate(owners):
+            matched = {term: scores[index] for term, scores in by_term.items() if scores[index] > 0}
+            if matched:
+                self.term_scores[owner].append(matched)
+                self.sentence_words[owner].append(frozenset(analysed_sentences[index]))
+        totals = {n: max((sum(m.values()) for m in self.term_scores[n]), default=0.0) for n in self.numbers}
+        best = max(totals.values(), default=0.0)
+        #: A group's score relative to the best group of the prompt, in 0..1.
+        self.relevance = {n: (totals[n] / best if best > 0 else 0.0) for n in self.numbers}
+        self.best = best
         self.questions = {n for n, text in zip(self.numbers, documents, strict=True) if text.rstrip().endswith("?")}
+        self.frequency: dict[str, int] = {}
         self.containing: dict[str, list[int]] = {}
         for n in self.numbers:
             for word in self.words[n] & self.query:
+                self.frequency[word] = self.frequency.get(word, 0) + 1
                 self.containing.setdefault(word, []).append(n)
 
     def superseded(self, number: int, first: list[int]) -> bool:
-        """Whether a later group states the same thing again, with the same words of the query."""
-        matched = self.words[number] & self.query
-        if not matched:
+        """Whether a later sentence (not a question) states the group's best sentence again, changed."""
+        if not self.term_scores[number]:
             return False
-        rarest = min(matched, key=lambda w: (self.frequency[w], w))
-        mine = self.words[number]
+        best = max(range(len(self.term_scores[number])), key=lambda i: sum(self.term_scores[number][i].values()))
+        matched = frozenset(self.term_scores[number][best])
+        mine = self.sentence_words[number][best]
+        rarest = min(matched, key=lambda w: (self.frequency.get(w, 0), w))
         for other in self.containing.get(rarest, ()):
-            if first[other] <= first[number]:
+            if first[other] <= first[number] or other in self.questions:
                 continue
-            theirs = self.words[other]
-            if other in self.questions or not matched <= theirs or not (theirs - mine) or not (mine - theirs):
-                continue  # a question, or nothing stated differently
-            if _jaccard(mine, theirs) >= SAME_STATEMENT:
-                return True
+            for theirs in self.sentence_words[other]:
+                if not matched <= theirs or not (theirs - mine) or not (mine - theirs):
+                    continue  # not about the same, or nothing stated differently
+                if _jaccard(mine, theirs) >= SAME_STATEMENT:
+                    return True
         return False
 
 
@@ -165,29 +201,68 @@ def recall(request: StrategyRequest) -> ShiftResult:
 
 
 def _choose(prompt: Prompt, outcome: Outcome, query: str, budget: int) -> list[int]:
-    """The excluded groups to bring back, most relevant first."""
+    """The excluded groups to bring back, in the order they were chosen (most useful first).
+
+    Sentences are scored, and a group is worth its best sentence. Greedy by marginal value: the rarest word
+    of the query a chosen sentence holds (what it is about: a name, a code) counts ``COVERED`` as much
+    afterwards, and a sentence is only worth choosing while it holds a rare word of the query (few
+    sentences hold it) not covered yet. So a question about sixteen projects brings back one statement
+    about each rather than every mention of the first. A superseded statement and a question count less.
+    """
     scores = _Scores(prompt, query)
+    if scores.best <= 0:
+        return []
     gone = set(outcome.removed)
-    excluded = [n for n in scores.numbers if prompt.groups[n].first in gone]
     firsts = [g.first for g in prompt.groups]
-    ranked = sorted(
-        (n for n in excluded if scores.relevance[n] > 0),
-        key=lambda n: (-scores.relevance[n], -firsts[n]),
-    )[:MAX_CANDIDATES]
-    relevance = {n: scores.relevance[n] * (SUPERSEDED_FACTOR if scores.superseded(n, firsts) else 1.0) for n in ranked}
-    ranked.sort(key=lambda n: (-relevance[n], -firsts[n]))
+    excluded = [n for n in scores.numbers if firsts[n] in gone and scores.term_scores[n]]
+    excluded.sort(key=lambda n: (-scores.relevance[n], -firsts[n]))
+    excluded = excluded[:MAX_CANDIDATES]
+    factor = {
+        n: (SUPERSEDED_FACTOR if scores.superseded(n, firsts) else 1.0)
+        * (QUESTION_FACTOR if n in scores.questions else 1.0)
+        for n in excluded
+    }
+    weight: dict[str, float] = dict.fromkeys(scores.query, 1.0)
+
+    def best_sentence(n: int) -> tuple[float, dict[str, float]]:
+        """A group's best sentence that still names something not covered, and its value."""
+        best: tuple[float, dict[str, float]] = (0.0, {})
+        for matched in scores.term_scores[n]:
+            if scores.rare and not any(weight[t] == 1.0 for t in matched if t in scores.rare):
+                continue  # every rare word of the query it holds was covered already
+            worth = sum(weight[t] * v for t, v in matched.items())
+            if worth > best[0]:
+                best = (worth, matched)
+        return best
+
+    def value(n: int) -> float:
+        return factor[n] * best_sentence(n)[0] / scores.best
+
     protected = sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
     room = budget - prompt.fixed - protected
+    # Lazy greedy: values only fall as words get covered, so a popped value still above the next stale one
+    # is the true best.
+    heap = [(-value(n), firsts[n] * -1, n) for n in excluded]
+    heapq.heapify(heap)
     chosen: list[int] = []
     used = 0
-    for number in ranked:
-        share = relevance[number]
-        if share < MIN_RELEVANCE:
+    while heap:
+        _, order, number = heapq.heappop(heap)
+        current = value(number)
+        if heap and current < -heap[0][0] - 1e-12:
+            heapq.heappush(heap, (-current, order, number))
+            continue
+        if current < MIN_RELEVANCE:
             break
         cost = prompt.group_costs[number]
-        if used + cost <= room * MAX_RECALL_SHARE * share:
-            chosen.append(number)
-            used += cost
+        own = factor[number] * scores.relevance[number]
+        if used + cost > room * MAX_RECALL_SHARE * own:
+            continue
+        chosen.append(number)
+        used += cost
+        matched = [t for t in best_sentence(number)[1] if t in scores.rare]
+        if matched and number not in scores.questions:  # what the sentence it was chosen for is about
+            weight[min(matched, key=lambda t: (scores.sentence_frequency[t], t))] *= COVERED
     return chosen
 
 

@@ -67,3 +67,18 @@ def bm25_scores(query_terms: Sequence[str], corpus: Sequence[Sequence[str]]) -> 
     retriever = bm25s.BM25()
     retriever.index([list(d) for d in corpus], show_progress=False)
     return [float(s) for s in retriever.get_scores(list(query_terms))]
+
+
+def bm25_term_scores(
+    query_terms: Sequence[str], corpus: Sequence[Sequence[str]], *, length_weight: float = 0.75
+) -> dict[str, list[float]]:
+    """Each query term's own BM25 score in each document (a document's score is their sum).
+
+    ``length_weight`` is BM25's ``b``: how much a long document's scores are scaled down.
+    """
+    wanted = list(dict.fromkeys(query_terms))
+    if not corpus or not wanted or not any(corpus):
+        return {term: [0.0] * len(corpus) for term in wanted}
+    retriever = bm25s.BM25(b=length_weight)
+    retriever.index([list(d) for d in corpus], show_progress=False)
+    return {term: [float(s) for s in retriever.get_scores([term])] for term in wanted}

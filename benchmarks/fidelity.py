@@ -1,0 +1,228 @@
+"""Benchmark: what each strategy keeps of the facts a conversation planted (G3a, G4a), and what compaction reads.
+
+Run from the project root:
+
+    .venv/bin/python -m benchmarks.fidelity           # full run (5 seeds) -> benchmarks/results/fidelity.md
+    .venv/bin/python -m benchmarks.fidelity --quick   # CI smoke (1 seed), writes nothing by default
+
+What it does. Generated conversations (seeded, ``random.Random``), 300 history messages each, from five
+families (see ``benchmarks/fidelity_data.py``):
+
+* ``planted`` — 16 facts ("the vault code for project Falcon is 48213") among chatter full of names and
+  numbers and look-alike distractors (the vault code of a project nobody asks about; the parking code of a
+  project that is asked about); the input asks for all 16 codes;
+* ``superseded`` — 16 facts, half of them later changed ("… changed to 99120"); only the latest value counts;
+* ``tool-results`` — the facts exist only inside tool results (a ``lookup_project`` call and its JSON
+  result, some of them long), among results for other projects;
+* ``workspaces`` — facts spread over three workspaces (``meta``-free ``workspace`` field), asked all at once;
+* ``pairs`` — 16 facts, and 8 inputs each asking about two of them ("compare the vault codes of A and B"),
+  each input shifted on its own.
+
+Every family runs at budgets of ¼ and 1/10 of the history's tokens (plus the protected system prompt and
+input) with every built-in strategy, through ``shift_with_strategy`` with contextshift's approximate counter
+(4 tokens of framing a message). The metric is the share of facts whose identifying value is in the prompt
+that comes out (the kept messages, a summary included); for a superseded fact only the latest value counts.
+Tokens used is the prompt's tokens over its budget.
+
+"Input fidelity" is compaction's: the share of the facts of the covered messages (here: the whole history)
+whose value reaches the summarizer's prompt (``build_prompt`` at its normal caps: 2,000 characters a tool
+result, 500 an argument). Nothing is timed; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contextshift import Message, shift_with_strategy
+from contextshift.core.compaction.rendering import build_prompt
+from contextshift.core.tokens import approximate_count, message_costs
+
+from . import fidelity_data as data
+from .report import load_note, say
+
+RESULTS = Path(__file__).resolve().parent / "results" / "fidelity.md"
+STRATEGIES = ("truncate", "summarize", "vector-recall", "manual", "recall")
+BUDGETS = (("1/4", 0.25), ("1/10", 0.10))
+OVERHEAD = 4
+
+
+@dataclass
+class Cell:
+    """Facts kept and tokens used of one family × budget × strategy, over every conversation and input."""
+
+    kept: int = 0
+    facts: int = 0
+    used: list[float] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        return self.kept / self.facts if self.facts else 0.0
+
+
+def _cost(messages: Sequence[Message]) -> int:
+    costs, fixed = message_costs(list(messages), approximate_count, OVERHEAD)
+    return sum(costs) + fixed
+
+
+def run_case(case: data.Case, fraction: float, strategy: str) -> tuple[int, int, float]:
+    """(facts kept, facts asked, tokens ÷ budget) of one conversation and one input."""
+    history = _cost(case.history)
+    protected = _cost([case.system, case.question])
+    budget = protected + max(1, int(history * fraction))
+    result = shift_with_strategy(
+        [case.system, *case.history, case.question], approximate_count, budget, strategy=strategy
+    )
+    prompt = "\n".join(m.text for m in result.kept)
+    kept = sum(1 for value in case.values if value in prompt)
+    return kept, len(case.values), result.tokens / budget
+
+
+def input_fidelity(case: data.Case) -> tuple[int, int]:
+    """Facts of the history whose value reaches the summarizer's prompt at its normal caps."""
+    prompt = build_prompt(case.history).user
+    values = case.all_values
+    return sum(1 for value in values if value in prompt), len(values)
+
+
+def run(seeds: Sequence[int]) -> tuple[dict[tuple[str, str, str], Cell], dict[str, Cell]]:
+    cells: dict[tuple[str, str, str], Cell] = {}
+    fidelity: dict[str, Cell] = {}
+    for family in data.FAMILIES:
+        for seed in seeds:
+            cases = data.generate(family, seed)
+            reached, total = input_fidelity(cases[0])
+            cell = fidelity.setdefault(family, Cell())
+            cell.kept += reached
+            cell.facts += total
+            for label, fraction in BUDGETS:
+                for strategy in STRATEGIES:
+                    cell = cells.setdefault((family, label, strategy), Cell())
+                    for case in cases:
+                        kept, asked, used = run_case(case, fraction, strategy)
+                        cell.kept += kept
+                        cell.facts += asked
+                        cell.used.append(used)
+        say(f"  {family}: done")
+    return cells, fidelity
+
+
+def _all(cells: dict[tuple[str, str, str], Cell], label: str, strategy: str) -> Cell:
+    out = Cell()
+    for family in data.FAMILIES:
+        cell = cells[(family, label, strategy)]
+        out.kept += cell.kept
+        out.facts += cell.facts
+        out.used.extend(cell.used)
+    return out
+
+
+def table(cells: dict[tuple[str, str, str], Cell], markdown: bool) -> str:
+    head = ["family", "budget", *[f"{s}" for s in STRATEGIES]]
+    rows: list[list[str]] = []
+    for family in [*data.FAMILIES, "all"]:
+        for label, _ in BUDGETS:
+            line = [family, label]
+            for strategy in STRATEGIES:
+                cell = _all(cells, label, strategy) if family == "all" else cells[(family, label, strategy)]
+                line.append(f"{cell.share:.0%} ({statistics.mean(cell.used):.0%})")
+            rows.append(line)
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "|".join(["---", "---"] + ["--:"] * len(STRATEGIES)) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(out)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def fidelity_table(fidelity: dict[str, Cell], markdown: bool) -> str:
+    rows = [[family, f"{cell.share:.0%}", f"{cell.kept}/{cell.facts}"] for family, cell in fidelity.items()]
+    head = ["family", "input fidelity", "facts"]
+    if markdown:
+        return "\n".join(
+            ["| " + " | ".join(head) + " |", "|---|--:|--:|", *["| " + " | ".join(r) + " |" for r in rows]]
+        )
+    return "\n".join("  ".join(c.ljust(16) for c in r) for r in [head, *rows])
+
+
+def targets(cells: dict[tuple[str, str, str], Cell]) -> list[str]:
+    """The issue's targets, each with what was measured (met or not)."""
+    out = []
+
+    def check(what: str, value: float, goal: float) -> None:
+        out.append(f"- {what}: {value:.0%} (target ≥ {goal:.0%}) {'met' if value >= goal else 'NOT met'}")
+
+    check("recall, all families, ¼", _all(cells, "1/4", "recall").share, 0.9)
+    check("recall, all families, 1/10", _all(cells, "1/10", "recall").share, 0.8)
+    check("recall, superseded, ¼", cells[("superseded", "1/4", "recall")].share, 0.8)
+    check("recall, tool-results, ¼", cells[("tool-results", "1/4", "recall")].share, 0.8)
+    check("summarize, all families, ¼", _all(cells, "1/4", "summarize").share, 0.6)
+    below = [
+        f"{family} {label}"
+        for family in data.FAMILIES
+        for label, _ in BUDGETS
+        if cells[(family, label, "summarize")].kept < cells[(family, label, "truncate")].kept
+    ]
+    out.append(
+        "- summarize never below truncate: "
+        + ("met (every family, every budget)" if not below else f"NOT met ({', '.join(below)})")
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.fidelity", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one seed (CI smoke); writes nothing unless --output")
+    parser.add_argument("--seeds", type=int, default=None, help="how many seeds per family (5; --quick 1)")
+    parser.add_argument("--output", type=Path, default=None, help=f"Markdown results (default {RESULTS})")
+    args = parser.parse_args(argv)
+    seeds = list(range(args.seeds if args.seeds is not None else 1 if args.quick else 5))
+    say(f"fidelity: {len(data.FAMILIES)} families × {len(seeds)} seed(s), {data.HISTORY} history messages each")
+    cells, fidelity = run(seeds)
+    say("\nShare of facts kept (mean tokens used ÷ budget):\n")
+    say(table(cells, markdown=False))
+    say("\nCompaction input fidelity (facts of the covered messages that reach the summarizer's prompt):\n")
+    say(fidelity_table(fidelity, markdown=False))
+    say("\nTargets:")
+    for line in targets(cells):
+        say(line)
+    output: Path | None = args.output if args.output is not None or args.quick else RESULTS
+    if output is not None:
+        command = "python -m benchmarks.fidelity" + (" " + " ".join(argv if argv is not None else sys.argv[1:]))
+        text = "\n".join(
+            [
+                "# Fidelity benchmark",
+                "",
+                f"`{command.strip()}`: {len(data.FAMILIES)} families × {len(seeds)} seed(s), "
+                f"{data.HISTORY} history messages each; budgets ¼ and 1/10 of the history's tokens plus the "
+                f"protected system prompt and input; contextshift's approximate counter. {load_note()}.",
+                "",
+                "Share of facts whose identifying value is in the prompt (mean tokens used ÷ budget):",
+                "",
+                table(cells, markdown=True),
+                "",
+                "Compaction input fidelity: facts of the covered messages whose value reaches the summarizer's "
+                "prompt (normal caps: 2,000 characters a tool result, 500 an argument):",
+                "",
+                fidelity_table(fidelity, markdown=True),
+                "",
+                "Targets:",
+                "",
+                *targets(cells),
+                "",
+            ]
+        )
+        output.write_text(text, encoding="utf-8")
+        say(f"\nwrote {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
