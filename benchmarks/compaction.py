@@ -84,6 +84,7 @@ from contextshift.tokenizers import TiktokenProfile
 from . import compaction_data as data
 from .report import load_note, say
 from .service import Service, created, markdown_table, peak_rss_mib, post, text_table
+from .signin import BENCH_HEADERS, BENCH_TOKEN
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compaction.md"
 API = "/api/v2"
@@ -461,10 +462,12 @@ class Live:
         try:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="contextshift-compaction-bench-")))
             fake = stack.enter_context(Service(self.model))
-            app = create_app(f"sqlite:///{folder / 'compaction.db'}")
+            app = create_app(f"sqlite:///{folder / 'compaction.db'}", admin_token=BENCH_TOKEN)
             self.probe_key = id(app.state.compactor)
             service = stack.enter_context(Service(app))
-            self.client = client = stack.enter_context(httpx.Client(base_url=service.base_url, timeout=120))
+            self.client = client = stack.enter_context(
+                httpx.Client(base_url=service.base_url, timeout=120, headers=BENCH_HEADERS)
+            )
             provider_id = created(client, "/providers", "provider", {
                 "name": "scripted", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"})
             model_id = created(client, "/models", "model", {

@@ -71,6 +71,7 @@ from contextshift.tokenizers import get_tokenizer
 
 from . import service_data as data
 from .report import load_note, say
+from .signin import BENCH_HEADERS, BENCH_TOKEN
 
 RESULTS = Path(__file__).resolve().parent / "results" / "service.md"
 PG_ENV = "CONTEXTSHIFT_TEST_POSTGRES_URL"
@@ -359,8 +360,8 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
     run = Run(backend)
     with (
         FakeProvider() as fake,
-        Service(create_app(url)) as service,
-        httpx.Client(base_url=service.base_url, timeout=120) as client,
+        Service(create_app(url, admin_token=BENCH_TOKEN)) as service,
+        httpx.Client(base_url=service.base_url, timeout=120, headers=BENCH_HEADERS) as client,
     ):
         provider_id = created(client, "/providers", "provider", {
             "name": "fake", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"})

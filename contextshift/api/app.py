@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel
 
 from .. import __version__
 from ..jobs import InProcessJobRunner
 from ..providers import make_client
+from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
 from ..service.compaction import Compactor
 from ..service.generation import ClientFactory, Generations
 from ..storage import Database
-from ..web import mount_web
-from .errors import install_error_handlers
-from .routes import bots, catalog, chats, compaction, generation
+from ..web import include_web_api, mount_web
+from .auth import AuthMiddleware, caller
+from .errors import error_responses, install_error_handlers
+from .routes import bots, catalog, chats, compaction, generation, users
 
 API_PREFIX = "/api/v2"
+#: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
+API_DEPENDENCIES = [Depends(caller)]
+
+log = logging.getLogger("contextshift.api")
 
 
 class Health(BaseModel):
@@ -35,9 +42,16 @@ def create_app(
     database: Database | None = None,
     client_factory: ClientFactory = make_client,
     client_options: dict[str, Any] | None = None,
+    admin_token: str | None = None,
+    on_started: Callable[[Bootstrap], None] | None = None,
 ) -> FastAPI:
     """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
-    a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``."""
+    a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``.
+
+    ``admin_token`` (default ``CONTEXTSHIFT_ADMIN_TOKEN``) is the first admin's token; without one a random
+    token is made on the first start. ``on_started`` gets what start-up did (e.g. to print the login URL once).
+    """
+    token = configured_admin_token(admin_token)
     db = database if database is not None else Database(database_url)
     options = dict(client_options or {})
     compactor = Compactor(db, client_factory=client_factory, client_options=options)
@@ -46,6 +60,11 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await db.start()
+        started = await bootstrap(db, token)
+        if started.admin_id is None:
+            log.warning("no enabled admin is left: `contextshift token create --user NAME` signs someone in")
+        if on_started is not None:
+            on_started(started)
         # One HTTP connection pool for every provider call (no TLS set-up per turn) unless the caller gave one.
         shared = None if "http_client" in options else httpx.AsyncClient()
         if shared is not None:
@@ -74,8 +93,12 @@ def create_app(
     app.state.jobs = jobs
     app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
     install_error_handlers(app)
-    for module in (catalog, bots, chats, generation, compaction):
-        app.include_router(module.router, prefix=API_PREFIX)
+    app.add_middleware(AuthMiddleware)
+    api = APIRouter(dependencies=API_DEPENDENCIES, responses=error_responses(401))
+    for module in (catalog, bots, chats, generation, compaction, users):
+        api.include_router(module.router)
+    include_web_api(api)
+    app.include_router(api, prefix=API_PREFIX)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> Health:

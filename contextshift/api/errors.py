@@ -41,9 +41,17 @@ def validation(message: str, **params: Any) -> ServiceError:
 PROVIDER_STATUS = {"PROVIDER_TIMEOUT": 504}
 
 
-def envelope(status: int, code: str, message: str, params: dict[str, Any] | None = None) -> JSONResponse:
+def envelope(
+    status: int,
+    code: str,
+    message: str,
+    params: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     return JSONResponse(
-        status_code=status, content={"error": {"code": code, "message": message, "params": params or {}}}
+        status_code=status,
+        content={"error": {"code": code, "message": message, "params": params or {}}},
+        headers=headers,
     )
 
 
@@ -57,7 +65,7 @@ def budget_params(error: TokenBudgetExceeded) -> dict[str, Any]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(_request: Request, error: ServiceError) -> JSONResponse:
-        return envelope(error.status, error.code, error.message, error.params)
+        return envelope(error.status, error.code, error.message, error.params, getattr(error, "headers", None))
 
     @app.exception_handler(StorageError)
     async def _storage_error(_request: Request, error: StorageError) -> JSONResponse:
@@ -108,6 +116,8 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the error statuses a route can return."""
     descriptions = {
         400: "Malformed request body",
+        401: "No token (AUTH_REQUIRED) or a token that is not valid (AUTH_INVALID)",
+        403: "Not allowed for this user (FORBIDDEN)",
         404: "Not found",
         409: "Conflict",
         422: "Validation failed or the prompt does not fit (TOKEN_BUDGET_EXCEEDED)",

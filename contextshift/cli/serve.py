@@ -1,4 +1,8 @@
-"""``contextshift serve``: the chat service on SQLite by default, with nothing to configure."""
+"""``contextshift serve``: the chat service on SQLite by default, with nothing to configure.
+
+The first start creates an admin and prints a login URL with its token, once (only the token's hash is kept);
+``contextshift token create`` makes a new one.
+"""
 
 from __future__ import annotations
 
@@ -21,18 +25,41 @@ def add_parser(commands: Any) -> None:
         "--database",
         default=None,
         help="database URL: sqlite:///path.db or postgresql://user@host/db (default: CONTEXTSHIFT_DATABASE_URL, "
-        "else a SQLite file in the user data directory)",
+        "else a SQLite file in the data directory, CONTEXTSHIFT_DATA_DIR or the user data directory)",
     )
     parser.set_defaults(run=run)
+
+
+def base_url(host: str, port: int) -> str:
+    """The address a browser on this machine opens: a wildcard bind is reached on 127.0.0.1."""
+    shown = "127.0.0.1" if host in ("", "0.0.0.0") else "[::1]" if host == "::" else host
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}"
+
+
+def startup_line(url: str, database: str, secret: str | None) -> str:
+    """What ``serve`` prints once it is up: the login URL when a token was just made, else where to get one."""
+    if secret is not None:
+        return f"contextshift on {url}  (database: {database})\n  sign in: {url}/?token={secret}"
+    return (
+        f"contextshift on {url}  (database: {database})\n"
+        "  sign in with your token; `contextshift token create` prints a new one"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..api.app import create_app
+    from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
     url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
-    print(f"contextshift on http://{args.host}:{args.port}  (database: {display_url(url)})", flush=True)
-    uvicorn.run(create_app(url), host=args.host, port=args.port, log_level="info")
+    address = base_url(args.host, args.port)
+
+    def announce(started: Bootstrap) -> None:
+        print(startup_line(address, display_url(url), started.secret), flush=True)
+
+    uvicorn.run(create_app(url, on_started=announce), host=args.host, port=args.port, log_level="info")
     return 0

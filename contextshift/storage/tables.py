@@ -357,3 +357,36 @@ class CompactionJobRow(Base):
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
+
+
+USER_ROLES = ("admin", "user")
+TOKEN_KINDS = ("api", "session")
+
+
+class UserRow(Base):
+    """N2: someone who signs in. ``admin`` also manages providers, models and users."""
+
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint(_one_of("role", USER_ROLES), name="role"),)
+
+    id: Mapped[str] = _id()
+    name: Mapped[str] = mapped_column(String(100), nullable=False, unique=True)
+    role: Mapped[str] = mapped_column(String(16), nullable=False, default="user")
+    disabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
+    created_at: Mapped[datetime] = _created()
+    updated_at: Mapped[datetime] = _updated()
+
+
+class ApiTokenRow(Base):
+    """A user's token: an API token (``api``) or a browser session (``session``). Only its SHA-256 is stored."""
+
+    __tablename__ = "api_tokens"
+    __table_args__ = (CheckConstraint(_one_of("kind", TOKEN_KINDS), name="kind"),)
+
+    id: Mapped[str] = _id()
+    user_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True)
+    name: Mapped[str] = mapped_column(String(200), nullable=False, default="", server_default="")
+    kind: Mapped[str] = mapped_column(String(16), nullable=False, default="api", server_default="api")
+    token_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
+    created_at: Mapped[datetime] = _created()
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -9,6 +9,7 @@ import platformdirs
 from sqlalchemy.engine import URL, make_url
 
 ENV_VAR = "CONTEXTSHIFT_DATABASE_URL"
+DATA_DIR_ENV = "CONTEXTSHIFT_DATA_DIR"
 
 _ASYNC_DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
@@ -22,17 +23,21 @@ _ASYNC_DRIVERS = {
 }
 
 
-def default_database_url() -> str:
-    """``CONTEXTSHIFT_DATABASE_URL`` if set, else ``contextshift.db`` in the user's data directory.
+def data_dir() -> Path:
+    """Where the service keeps its files (the default SQLite file, the encryption key): ``CONTEXTSHIFT_DATA_DIR``,
+    else the user's data directory. Created (readable by its owner only) when it is missing."""
+    configured = os.environ.get(DATA_DIR_ENV, "").strip()
+    directory = Path(configured).expanduser() if configured else Path(platformdirs.user_data_dir("contextshift"))
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return directory
 
-    The data directory is created when it is missing.
-    """
+
+def default_database_url() -> str:
+    """``CONTEXTSHIFT_DATABASE_URL`` if set, else ``contextshift.db`` in :func:`data_dir`."""
     configured = os.environ.get(ENV_VAR, "").strip()
     if configured:
         return configured
-    directory = Path(platformdirs.user_data_dir("contextshift"))
-    directory.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{directory / 'contextshift.db'}"
+    return f"sqlite:///{data_dir() / 'contextshift.db'}"
 
 
 def normalize_url(url: str | URL) -> URL:

@@ -1,5 +1,9 @@
 """The service over a real socket: uvicorn serving ``create_app`` on a loopback port, on SQLite and PostgreSQL,
-with the fake provider standing in for the remote LLM."""
+with the fake provider standing in for the remote LLM.
+
+Authentication is always on (N2): ``service.http`` is signed in as the bootstrapped admin (``ADMIN_TOKEN``);
+``other_user`` is a second, ordinary user with a client of their own; ``service.client(token)`` opens another.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,15 @@ from tests.databases import Backend, backend, pg_database
 from tests.fakes.fixtures import fake_provider, fake_provider_server
 from tests.fakes.server import FakeProvider
 
-__all__ = ["backend", "fake_provider", "fake_provider_server", "pg_database"]
+__all__ = ["backend", "fake_provider", "fake_provider_server", "other_user", "pg_database"]
+
+#: The admin token every test service starts with (``create_app(admin_token=...)``).
+ADMIN_TOKEN = "cs_test-admin-token-0123456789abcdef"
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The headers that sign a request in with ``token``."""
+    return {"Authorization": f"Bearer {token}"}
 
 CLIENT_OPTIONS: dict[str, Any] = {
     "timeouts": Timeouts(connect=2.0, read=3.0),
@@ -50,11 +62,32 @@ class Server:
 
 
 @dataclass
+class Account:
+    """A signed-in user of the service under test: their id, name, token and an HTTP client using it."""
+
+    id: str
+    name: str
+    token: str
+    http: httpx.AsyncClient
+
+
+@dataclass
 class Service:
     url: str
     http: httpx.AsyncClient
     fake: FakeProvider
     backend: Backend
+    token: str = ADMIN_TOKEN
+
+    def client(self, token: str | None = None) -> httpx.AsyncClient:
+        """A new client on the service, signed in with ``token`` (none: not signed in); the caller closes it."""
+        headers = bearer(token) if token is not None else {}
+        return httpx.AsyncClient(base_url=self.url, timeout=20, headers=headers)
+
+    async def create_user(self, name: str = "bob", role: str = "user") -> tuple[str, str]:
+        """A new user made by the admin: (user id, their token)."""
+        created = await self.post("/api/v2/users", {"name": name, "role": role})
+        return created["user"]["id"], created["token"]
 
     async def post(self, path: str, body: Any, expect: int = 201) -> dict[str, Any]:
         response = await self.http.post(path, json=body)
@@ -99,7 +132,15 @@ def fake(fake_provider: FakeProvider) -> Iterator[FakeProvider]:
 
 @pytest.fixture
 async def service(backend: Backend, fake_provider: FakeProvider) -> AsyncIterator[Service]:
-    app = create_app(database=backend.database(), client_options=CLIENT_OPTIONS)
+    app = create_app(database=backend.database(), client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN)
     with Server(app) as url:
-        async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
             yield Service(url, http, fake_provider, backend)
+
+
+@pytest.fixture
+async def other_user(service: Service) -> AsyncIterator[Account]:
+    """A second, ordinary user (role ``user``) of the same service, signed in on their own client."""
+    user_id, token = await service.create_user("bob", "user")
+    async with service.client(token) as http:
+        yield Account(user_id, "bob", token, http)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from contextshift.api.app import create_app
-from tests.api.conftest import CLIENT_OPTIONS, Server
+from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Server, bearer
 from tests.fakes import FakeProvider
 
 CHROMIUM = Path(os.environ.get("CONTEXTSHIFT_CHROMIUM", "/usr/bin/chromium"))
@@ -41,11 +41,12 @@ PHONE = {"width": 390, "height": 844}
 
 @dataclass
 class App:
-    """The service under test: its URL, a plain HTTP client on it, and the fake provider."""
+    """The service under test: its URL, an HTTP client on it signed in as the admin, and the fake provider."""
 
     url: str
     http: httpx.Client
     fake: FakeProvider
+    token: str = ADMIN_TOKEN
 
     def api(self, method: str, path: str, body: Any = None, expect: int | None = None) -> Any:
         response = self.http.request(method, f"/api/v2{path}", json=body)
@@ -106,16 +107,18 @@ def fake_llm() -> Iterator[FakeProvider]:
 def app(tmp_path: Path, fake_llm: FakeProvider) -> Iterator[App]:
     """The real service on a fresh SQLite file, with the fake provider reset."""
     fake_llm.reset()
-    service = create_app(f"sqlite:///{tmp_path}/ui.db", client_options=CLIENT_OPTIONS)
-    with Server(service) as url, httpx.Client(base_url=url, timeout=20) as http:
+    service = create_app(f"sqlite:///{tmp_path}/ui.db", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN)
+    with Server(service) as url, httpx.Client(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
         yield App(url, http, fake_llm)
     fake_llm.reset()
 
 
 @pytest.fixture
 def page(browser: Any, app: App) -> Iterator[Any]:
-    """A laptop-sized page on the app; uncaught page errors fail the test."""
-    context = browser.new_context(viewport=LAPTOP, base_url=app.url, reduced_motion="reduce")
+    """A laptop-sized page on the app, signed in as the admin; uncaught page errors fail the test."""
+    context = browser.new_context(
+        viewport=LAPTOP, base_url=app.url, reduced_motion="reduce", extra_http_headers=bearer(app.token)
+    )
     context.set_default_timeout(10_000)
     tab = context.new_page()
     errors: list[str] = []

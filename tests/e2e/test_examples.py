@@ -94,7 +94,13 @@ def test_examples_explore_without_a_provider_then_generate(page: Any, app: App, 
     screenshot(page, "prompt-view")
 
     # The same chat at phone width.
-    phone = browser.new_context(viewport=PHONE, base_url=app.url, device_scale_factor=2, reduced_motion="reduce")
+    phone = browser.new_context(
+        viewport=PHONE,
+        base_url=app.url,
+        device_scale_factor=2,
+        reduced_motion="reduce",
+        extra_http_headers={"Authorization": f"Bearer {app.token}"},
+    )
     try:
         small = phone.new_page()
         small.goto(page.url)

@@ -18,6 +18,7 @@ from .lorebooks import LorebookRepository
 from .memories import MemoryRepository
 from .messages import MessagePage, MessageRepository
 from .providers import ModelRepository, ProviderRepository
+from .users import Issued, NameTaken, TokenRepository, UserRepository, hash_secret, new_secret
 from .window import RecentWindow, recent_window, token_counts
 
 
@@ -35,6 +36,8 @@ class Repositories:
         self.messages = MessageRepository(session)
         self.audits = AuditRepository(session)
         self.compaction = CompactionRepository(session)
+        self.users = UserRepository(session)
+        self.tokens = TokenRepository(session)
 
 
 __all__ = [
@@ -45,16 +48,22 @@ __all__ = [
     "BotRepository",
     "ChatRepository",
     "CompactionRepository",
+    "Issued",
     "LorebookRepository",
     "MemoryRepository",
     "MessagePage",
     "MessageRepository",
     "ModelRepository",
+    "NameTaken",
     "ProviderRepository",
     "RecentWindow",
     "Repositories",
+    "TokenRepository",
+    "UserRepository",
+    "hash_secret",
     "merge_meta",
     "message_values",
+    "new_secret",
     "normalize_error_code",
     "recent_window",
     "row_to_message",

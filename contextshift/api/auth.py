@@ -1,0 +1,146 @@
+"""Who is calling (N2). :class:`AuthMiddleware` signs in every request under ``/api/`` (and ``/v1/``) before
+anything else reads it, whatever route (or none) answers it, so no route can be left open by mistake.
+
+A missing token is 401 ``AUTH_REQUIRED``, a wrong, revoked or disabled user's token 401 ``AUTH_INVALID``,
+both in the usual envelope and with ``WWW-Authenticate: Bearer``. Routes take the signed-in user as
+``Caller`` (``principal: Caller``); admin-only routes take ``Admin`` (403 ``FORBIDDEN`` for others). The
+:func:`caller` dependency is on every API route, which also puts the bearer scheme in the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..service.errors import ServiceError
+from ..storage import Database, Repositories
+
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="token",
+    description="A contextshift token: printed at first start, made by `contextshift token create` "
+    "or POST /api/v2/tokens.",
+)
+
+WWW_AUTHENTICATE = 'Bearer realm="contextshift"'
+#: Paths that need a signed-in user: the API and the OpenAI-compatible endpoint.
+PROTECTED_PREFIXES = ("/api/", "/v1/")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The signed-in user of a request, and the token they used."""
+
+    user_id: str
+    name: str
+    role: str
+    token_id: str
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+
+class AuthError(ServiceError):
+    """401 with the challenge header."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(401, code, message)
+        self.headers = {"WWW-Authenticate": WWW_AUTHENTICATE}
+
+
+def auth_required() -> AuthError:
+    return AuthError("AUTH_REQUIRED", "Sign in: send Authorization: Bearer <token>.")
+
+
+def auth_invalid() -> AuthError:
+    return AuthError("AUTH_INVALID", "The token is not valid (wrong, revoked, or its user is disabled).")
+
+
+async def principal_for(db: Database, secret: str) -> Principal | None:
+    """The principal a token secret stands for, or None when it is not a valid token of an enabled user."""
+    async with db.session() as session:
+        found = await Repositories(session).tokens.find(secret)
+    if found is None:
+        return None
+    token, user = found
+    if user.disabled:
+        return None
+    return Principal(user_id=user.id, name=user.name, role=user.role, token_id=token.id)
+
+
+def bearer_secret(header: str) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None when the header is not that."""
+    scheme, _, value = header.partition(" ")
+    value = value.strip()
+    if scheme.lower() != "bearer" or not value or " " in value:
+        return None
+    return value
+
+
+def protected(path: str) -> bool:
+    return path in ("/api", "/v1") or path.startswith(PROTECTED_PREFIXES)
+
+
+class AuthMiddleware:
+    """Signs in each request to a protected path (or answers 401); the principal goes to ``request.state``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not protected(str(scope.get("path", ""))):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        try:
+            principal = await self.authenticate(request)
+        except AuthError as error:
+            body = {"error": {"code": error.code, "message": error.message, "params": {}}}
+            await JSONResponse(body, status_code=401, headers=error.headers)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["principal"] = principal
+        await self.app(scope, receive, send)
+
+    async def authenticate(self, request: Request) -> Principal:
+        header = request.headers.get("authorization")
+        if header is None:
+            raise auth_required()
+        secret = bearer_secret(header)
+        if secret is None:
+            raise auth_invalid()
+        found = await principal_for(request.app.state.db, secret)
+        if found is None:
+            raise auth_invalid()
+        return found
+
+
+async def caller(
+    request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)]
+) -> Principal:
+    """The dependency every API route has: the user :class:`AuthMiddleware` signed in (401 if none did)."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:
+        raise auth_required()
+    return principal
+
+
+Caller = Annotated[Principal, Depends(caller)]
+
+
+def forbidden(message: str = "Only an admin may do this.") -> ServiceError:
+    return ServiceError(403, "FORBIDDEN", message)
+
+
+async def require_admin(principal: Caller) -> Principal:
+    if not principal.is_admin:
+        raise forbidden()
+    return principal
+
+
+Admin = Annotated[Principal, Depends(require_admin)]

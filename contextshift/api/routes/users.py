@@ -1,0 +1,182 @@
+"""Users (admins manage them), the caller (``/me``) and the caller's own API tokens (N2).
+
+A token's secret is in the response that makes it, and never again: only its hash is stored.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from ...service.errors import ServiceError, not_found
+from ...storage import NameTaken, Repositories
+from ...storage.tables import ApiTokenRow, UserRow
+from ..auth import Admin, Caller
+from ..deps import Repos
+from ..envelopes import Deleted
+from ..errors import error_responses
+
+router = APIRouter(tags=["users and tokens"], responses=error_responses(400, 422, 500))
+
+UserName = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\x00\s](?:[^\x00]*[^\x00\s])?$")]
+TokenName = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00]*$")]
+Role = Literal["admin", "user"]
+
+
+class UserCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: UserName
+    role: Role = "user"
+
+
+class UserPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: UserName | None = None
+    role: Role | None = None
+    disabled: bool | None = None
+
+
+class UserOut(BaseModel):
+    id: str
+    name: str
+    role: Role
+    disabled: bool
+    created_at: datetime
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: TokenName = Field(default="", description="What the token is for, e.g. the script that uses it")
+
+
+class TokenOut(BaseModel):
+    id: str
+    name: str
+    created_at: datetime
+    last_used_at: datetime | None
+
+
+class UserEnvelope(BaseModel):
+    user: UserOut
+
+
+class UserList(BaseModel):
+    users: list[UserOut]
+
+
+class NewUser(BaseModel):
+    user: UserOut
+    token: str = Field(description="The new user's first token; shown this once")
+
+
+class NewToken(BaseModel):
+    token: TokenOut
+    secret: str = Field(description="The token itself; shown this once")
+
+
+class TokenList(BaseModel):
+    tokens: list[TokenOut]
+
+
+def user_view(row: UserRow) -> UserOut:
+    return UserOut(id=row.id, name=row.name, role=row.role, disabled=row.disabled, created_at=row.created_at)  # type: ignore[arg-type]
+
+
+def token_view(row: ApiTokenRow) -> TokenOut:
+    return TokenOut(id=row.id, name=row.name, created_at=row.created_at, last_used_at=row.last_used_at)
+
+
+def _name_taken(error: NameTaken) -> ServiceError:
+    return ServiceError(409, error.code, error.message, field="name")
+
+
+async def _keep_an_admin(repos: Repositories, row: UserRow, changes: dict[str, Any] | None) -> None:
+    """409 ``LAST_ADMIN`` when the change (or deletion, ``changes`` None) would leave no enabled admin."""
+    if row.role != "admin" or row.disabled:
+        return
+    leaves = changes is None or changes.get("role") == "user" or changes.get("disabled") is True
+    if leaves and await repos.users.active_admins() <= 1:
+        raise ServiceError(409, "LAST_ADMIN", "This is the only enabled admin; make another admin first.")
+
+
+@router.get("/me", response_model=UserEnvelope)
+async def me(principal: Caller, repos: Repos) -> dict[str, Any]:
+    row = await repos.users.get(principal.user_id)
+    if row is None:  # deleted while this request ran
+        raise not_found("user", principal.user_id)
+    return {"user": user_view(row)}
+
+
+@router.post(
+    "/users",
+    status_code=status.HTTP_201_CREATED,
+    response_model=NewUser,
+    responses=error_responses(403, 409),
+)
+async def create_user(body: UserCreate, _admin: Admin, repos: Repos) -> dict[str, Any]:
+    try:
+        row = await repos.users.create(name=body.name, role=body.role)
+    except NameTaken as error:
+        raise _name_taken(error) from error
+    issued = await repos.tokens.issue(row.id, name="first token")
+    return {"user": user_view(row), "token": issued.secret}
+
+
+@router.get("/users", response_model=UserList, responses=error_responses(403))
+async def list_users(_admin: Admin, repos: Repos) -> dict[str, Any]:
+    return {"users": [user_view(r) for r in await repos.users.list_all()]}
+
+
+@router.get("/users/{user_id}", response_model=UserEnvelope, responses=error_responses(403, 404))
+async def get_user(user_id: str, _admin: Admin, repos: Repos) -> dict[str, Any]:
+    row = await repos.users.get(user_id)
+    if row is None:
+        raise not_found("user", user_id)
+    return {"user": user_view(row)}
+
+
+@router.patch("/users/{user_id}", response_model=UserEnvelope, responses=error_responses(403, 404, 409))
+async def patch_user(user_id: str, body: UserPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
+    changes = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None}
+    row = await repos.users.get(user_id)
+    if row is None:
+        raise not_found("user", user_id)
+    await _keep_an_admin(repos, row, changes)
+    try:
+        updated = await repos.users.update(user_id, changes)
+    except NameTaken as error:
+        raise _name_taken(error) from error
+    if updated is None:
+        raise not_found("user", user_id)
+    return {"user": user_view(updated)}
+
+
+@router.delete("/users/{user_id}", response_model=Deleted, responses=error_responses(403, 404, 409))
+async def delete_user(user_id: str, _admin: Admin, repos: Repos) -> dict[str, Any]:
+    row = await repos.users.get(user_id)
+    if row is None:
+        raise not_found("user", user_id)
+    await _keep_an_admin(repos, row, None)
+    await repos.users.delete(user_id)
+    return {"deleted": True}
+
+
+@router.post("/tokens", status_code=status.HTTP_201_CREATED, response_model=NewToken)
+async def create_token(body: TokenCreate, principal: Caller, repos: Repos) -> dict[str, Any]:
+    issued = await repos.tokens.issue(principal.user_id, name=body.name)
+    return {"token": token_view(issued.token), "secret": issued.secret}
+
+
+@router.get("/tokens", response_model=TokenList)
+async def list_tokens(principal: Caller, repos: Repos) -> dict[str, Any]:
+    return {"tokens": [token_view(r) for r in await repos.tokens.list_for(principal.user_id)]}
+
+
+@router.delete("/tokens/{token_id}", response_model=Deleted, responses=error_responses(404))
+async def revoke_token(token_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    if not await repos.tokens.revoke(principal.user_id, token_id):
+        raise not_found("token", token_id)
+    return {"deleted": True}

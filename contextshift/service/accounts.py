@@ -1,0 +1,85 @@
+"""The first admin (N2): authentication is always on, and a fresh service still needs no setup.
+
+On start, when the database has no user, an admin named ``admin`` is created. Its first token is
+``CONTEXTSHIFT_ADMIN_TOKEN`` when that is set (so scripts and tests know it); otherwise a random one, which
+the caller shows once (as a login URL) because only its hash is kept. When users exist and
+``CONTEXTSHIFT_ADMIN_TOKEN`` is set, it is made a token of the first admin if it is not one already.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+
+from ..storage import Database, Repositories
+from .errors import ServiceError
+
+ADMIN_TOKEN_ENV = "CONTEXTSHIFT_ADMIN_TOKEN"
+ADMIN_NAME = "admin"
+#: A configured admin token shorter than this is refused at start: it could be guessed.
+MIN_ADMIN_TOKEN_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """What start-up did: ``secret`` is a generated admin token to show once, else None. ``admin_id`` is None
+    only when users exist but none is an enabled admin (the API refuses to leave that state)."""
+
+    admin_id: str | None
+    secret: str | None
+
+
+def configured_admin_token(explicit: str | None = None) -> str | None:
+    """``explicit`` or ``CONTEXTSHIFT_ADMIN_TOKEN`` (stripped), or None; too short a token is an error."""
+    value = explicit if explicit is not None else os.environ.get(ADMIN_TOKEN_ENV, "")
+    value = value.strip()
+    if not value:
+        return None
+    if len(value) < MIN_ADMIN_TOKEN_LENGTH or any(c.isspace() or not c.isprintable() for c in value):
+        raise ServiceError(
+            500,
+            "ADMIN_TOKEN_TOO_WEAK",
+            f"{ADMIN_TOKEN_ENV} must be at least {MIN_ADMIN_TOKEN_LENGTH} printable characters without spaces.",
+        )
+    return value
+
+
+async def bootstrap(db: Database, admin_token: str | None = None) -> Bootstrap:
+    """Make sure an admin exists (see the module's doc); ``admin_token`` as from :func:`configured_admin_token`."""
+    for attempt in range(2):
+        try:
+            async with db.session() as session:
+                return await _bootstrap(Repositories(session), admin_token)
+        except IntegrityError:  # another instance bootstrapped at the same moment: its admin now exists
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _bootstrap(repos: Repositories, admin_token: str | None) -> Bootstrap:
+    admin = await repos.users.first_admin()
+    if admin is None and await repos.users.count() == 0:
+        admin = await repos.users.create(name=ADMIN_NAME, role="admin")
+        issued = await repos.tokens.issue(admin.id, name="first start", secret=admin_token)
+        return Bootstrap(admin.id, None if admin_token is not None else issued.secret)
+    if admin is None:
+        return Bootstrap(None, None)
+    if admin_token is not None and not await repos.tokens.exists(admin_token):
+        await repos.tokens.issue(admin.id, name=ADMIN_TOKEN_ENV, secret=admin_token)
+    return Bootstrap(admin.id, None)
+
+
+async def create_token(db: Database, user_name: str | None = None, *, name: str = "command line") -> tuple[str, str]:
+    """A new API token for the user named ``user_name`` (default: the first admin); (user name, secret).
+
+    Raises ``ServiceError`` ``USER_NOT_FOUND`` for an unknown name."""
+    await bootstrap(db, configured_admin_token())
+    async with db.session() as session:
+        repos = Repositories(session)
+        user = await repos.users.first_admin() if user_name is None else await repos.users.by_name(user_name)
+        if user is None:
+            raise ServiceError(404, "USER_NOT_FOUND", f"No user named {user_name!r}.", name=user_name)
+        issued = await repos.tokens.issue(user.id, name=name)
+        return user.name, issued.secret

@@ -1,0 +1,186 @@
+"""Users and their tokens (N2). A token's secret is shown once, when it is made; only its SHA-256 is stored.
+
+Secrets are 256 random bits, so one fast hash is enough (a slow password hash protects guessable secrets,
+and these are not guessable); the lookup is by the hash, through a unique index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..errors import InvalidValue
+from ..tables import TOKEN_KINDS, USER_ROLES, ApiTokenRow, UserRow
+from ..types import utcnow
+from ._common import Validator, apply_changes, boolean, choice, execute_rowcount, text_value
+
+#: What every secret starts with, so a leaked one is recognizable (and secret scanners can look for it).
+SECRET_PREFIX = "cs_"
+#: ``last_used_at`` is written at most this often per token (not one write per request).
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+_USER_FIELDS: dict[str, Validator] = {
+    "name": partial(text_value, required=True, max_length=100),
+    "role": partial(choice, allowed=USER_ROLES),
+    "disabled": boolean,
+}
+
+
+def new_secret() -> str:
+    """A fresh token secret: ``cs_`` and 43 URL-safe characters (256 bits)."""
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_secret(secret: str) -> str:
+    """The stored form of a secret: its SHA-256 in hex."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+class NameTaken(InvalidValue):
+    """Another user already has this name."""
+
+    code = "USER_NAME_TAKEN"
+
+    def __init__(self, name: str) -> None:
+        super().__init__("name", f"a user named {name!r} already exists")
+
+
+@dataclass(frozen=True)
+class Issued:
+    """A token just made: its row and, this once, its secret."""
+
+    token: ApiTokenRow
+    secret: str
+
+
+class UserRepository:
+    """Create, read, change and delete users."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def create(self, *, name: str, role: str = "user") -> UserRow:
+        row = UserRow()
+        apply_changes(row, {"name": name, "role": role, "disabled": False}, _USER_FIELDS)
+        await self._check_name(row.name)
+        self.session.add(row)
+        await self.session.flush()
+        return row
+
+    async def _check_name(self, name: str, user_id: str | None = None) -> None:
+        query = select(UserRow.id).where(UserRow.name == name)
+        if user_id is not None:
+            query = query.where(UserRow.id != user_id)
+        if await self.session.scalar(query) is not None:
+            raise NameTaken(name)
+
+    async def get(self, user_id: str) -> UserRow | None:
+        return await self.session.get(UserRow, user_id)
+
+    async def by_name(self, name: str) -> UserRow | None:
+        return await self.session.scalar(select(UserRow).where(UserRow.name == name))
+
+    async def list_all(self) -> Sequence[UserRow]:
+        return (await self.session.scalars(select(UserRow).order_by(UserRow.created_at, UserRow.id))).all()
+
+    async def count(self) -> int:
+        return int(await self.session.scalar(select(func.count()).select_from(UserRow)) or 0)
+
+    async def first_admin(self) -> UserRow | None:
+        """The oldest enabled admin: the one the service bootstrapped (and who owns what predates users)."""
+        query = (
+            select(UserRow)
+            .where(UserRow.role == "admin", UserRow.disabled.is_(False))
+            .order_by(UserRow.created_at, UserRow.id)
+            .limit(1)
+        )
+        return await self.session.scalar(query)
+
+    async def active_admins(self) -> int:
+        query = select(func.count()).select_from(UserRow).where(UserRow.role == "admin", UserRow.disabled.is_(False))
+        return int(await self.session.scalar(query) or 0)
+
+    async def update(self, user_id: str, changes: Mapping[str, Any]) -> UserRow | None:
+        """Set the given fields (``name``, ``role``, ``disabled``)."""
+        row = await self.get(user_id)
+        if row is None:
+            return None
+        if "name" in changes:
+            await self._check_name(text_value("name", changes["name"], required=True, max_length=100), user_id)
+        apply_changes(row, changes, _USER_FIELDS)
+        try:
+            await self.session.flush()
+        except IntegrityError as error:  # a concurrent rename to the same name
+            raise NameTaken(str(changes.get("name"))) from error
+        return row
+
+    async def delete(self, user_id: str) -> bool:
+        """Delete a user with their tokens (and, by foreign-key cascade, everything they own)."""
+        return await execute_rowcount(self.session, delete(UserRow).where(UserRow.id == user_id)) > 0
+
+
+class TokenRepository:
+    """Issue, find, list and revoke tokens."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def issue(self, user_id: str, *, name: str = "", kind: str = "api", secret: str | None = None) -> Issued:
+        """A new token for the user; ``secret`` (e.g. a configured admin token) instead of a random one."""
+        value = secret if secret is not None else new_secret()
+        row = ApiTokenRow(
+            user_id=user_id,
+            name=text_value("name", name, max_length=200),
+            kind=choice("kind", kind, TOKEN_KINDS),
+            token_hash=hash_secret(value),
+        )
+        self.session.add(row)
+        await self.session.flush()
+        return Issued(row, value)
+
+    async def find(self, secret: str) -> tuple[ApiTokenRow, UserRow] | None:
+        """The token with this secret and its user, or None; notes when it was last used."""
+        query = (
+            select(ApiTokenRow, UserRow)
+            .join(UserRow, UserRow.id == ApiTokenRow.user_id)
+            .where(ApiTokenRow.token_hash == hash_secret(secret))
+        )
+        found = (await self.session.execute(query)).first()
+        if found is None:
+            return None
+        token, user = found
+        now = utcnow()
+        if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
+            token.last_used_at = now
+            await self.session.flush()
+        return token, user
+
+    async def exists(self, secret: str) -> bool:
+        query = select(ApiTokenRow.id).where(ApiTokenRow.token_hash == hash_secret(secret))
+        return await self.session.scalar(query) is not None
+
+    async def list_for(self, user_id: str, kind: str = "api") -> Sequence[ApiTokenRow]:
+        query = (
+            select(ApiTokenRow)
+            .where(ApiTokenRow.user_id == user_id, ApiTokenRow.kind == kind)
+            .order_by(ApiTokenRow.created_at, ApiTokenRow.id)
+        )
+        return (await self.session.scalars(query)).all()
+
+    async def revoke(self, user_id: str, token_id: str) -> bool:
+        """Delete one of the user's tokens; False when the user has no such token."""
+        statement = delete(ApiTokenRow).where(ApiTokenRow.id == token_id, ApiTokenRow.user_id == user_id)
+        return await execute_rowcount(self.session, statement) > 0
+
+    async def revoke_secret(self, secret: str) -> bool:
+        statement = delete(ApiTokenRow).where(ApiTokenRow.token_hash == hash_secret(secret))
+        return await execute_rowcount(self.session, statement) > 0
