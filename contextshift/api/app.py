@@ -21,6 +21,7 @@ from ..storage import Database
 from ..web import include_web_api, mount_web
 from .auth import AuthMiddleware, caller
 from .errors import error_responses, install_error_handlers
+from .limits import RequestLimits, max_body_bytes_from_env
 from .routes import bots, catalog, chats, compaction, generation, users
 
 API_PREFIX = "/api/v2"
@@ -44,16 +45,19 @@ def create_app(
     client_options: dict[str, Any] | None = None,
     admin_token: str | None = None,
     on_started: Callable[[Bootstrap], None] | None = None,
+    max_body_bytes: int | None = None,
 ) -> FastAPI:
     """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
     a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``.
 
     ``admin_token`` (default ``CONTEXTSHIFT_ADMIN_TOKEN``) is the first admin's token; without one a random
     token is made on the first start. ``on_started`` gets what start-up did (e.g. to print the login URL once).
+    ``max_body_bytes``: the largest request body (default ``CONTEXTSHIFT_MAX_BODY_BYTES``, else 8 MiB).
     """
     token = configured_admin_token(admin_token)
     db = database if database is not None else Database(database_url)
     options = dict(client_options or {})
+    limit = max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env()
     compactor = Compactor(db, client_factory=client_factory, client_options=options)
     jobs = InProcessJobRunner(db, compactor)
 
@@ -94,7 +98,8 @@ def create_app(
     app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
     install_error_handlers(app)
     app.add_middleware(AuthMiddleware)
-    api = APIRouter(dependencies=API_DEPENDENCIES, responses=error_responses(401))
+    app.add_middleware(RequestLimits, max_body_bytes=limit)  # outermost: nothing runs for an oversized body
+    api = APIRouter(dependencies=API_DEPENDENCIES, responses=error_responses(401, 404, 413))
     for module in (catalog, bots, chats, generation, compaction, users):
         api.include_router(module.router)
     include_web_api(api)

@@ -19,6 +19,7 @@ from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..providers import ProviderError
 from ..service.errors import ServiceError
 from ..storage import StorageError
+from .limits import PAYLOAD_TOO_LARGE, BodyTooLarge, too_large_body
 
 log = logging.getLogger("contextshift.api")
 
@@ -98,6 +99,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if error.status_code == 413:  # the body limit (limits.py), raised before the body is read
+            message, params = too_large_body(error.limit if isinstance(error, BodyTooLarge) else None)
+            return envelope(413, PAYLOAD_TOO_LARGE, message, params)
         if error.status_code == 404:
             return envelope(404, "NOT_FOUND", "No such route.")
         if error.status_code == 405:
@@ -120,6 +124,7 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "Not allowed for this user (FORBIDDEN)",
         404: "Not found",
         409: "Conflict",
+        413: "The request body is over the size limit (PAYLOAD_TOO_LARGE)",
         422: "Validation failed or the prompt does not fit (TOKEN_BUDGET_EXCEEDED)",
         500: "Internal error",
         502: "The provider failed (PROVIDER_* codes)",

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
 from typing_extensions import TypeAliasType
 
 from ..core.host import default_registry
@@ -32,6 +33,75 @@ else:
     )
 JsonObject = Annotated[dict[Text, JsonValue], Field(json_schema_extra={"additionalProperties": False})]
 
+#: Bounds of a message's ``meta`` (N5): nesting depth, keys at every level together, and JSON size.
+META_MAX_DEPTH = 8
+META_MAX_KEYS = 1000
+META_MAX_BYTES = 64 * 1024
+
+
+def _meta_shape(value: Any, depth: int) -> tuple[int, int]:
+    """(deepest nesting, keys) of a JSON value; an object or a list is one level."""
+    if isinstance(value, dict):
+        inner = [_meta_shape(v, depth + 1) for v in value.values()]
+        return max([depth, *(d for d, _ in inner)]), len(value) + sum(k for _, k in inner)
+    if isinstance(value, list):
+        inner = [_meta_shape(v, depth + 1) for v in value]
+        return max([depth, *(d for d, _ in inner)]), sum(k for _, k in inner)
+    return depth - 1, 0
+
+
+def _bounded_meta(value: dict[str, Any]) -> dict[str, Any]:
+    depth, keys = _meta_shape(value, 1)
+    if depth > META_MAX_DEPTH:
+        raise ValueError(f"meta nests {depth} levels deep; at most {META_MAX_DEPTH}")
+    if keys > META_MAX_KEYS:
+        raise ValueError(f"meta has {keys} keys; at most {META_MAX_KEYS}")
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > META_MAX_BYTES:
+        raise ValueError(f"meta is {size} bytes of JSON; at most {META_MAX_BYTES}")
+    return value
+
+
+Meta = Annotated[
+    dict[Text, JsonValue],
+    Field(
+        description=f"Free-form JSON: at most {META_MAX_DEPTH} levels deep, {META_MAX_KEYS} keys in all and "
+        f"{META_MAX_BYTES} bytes",
+        json_schema_extra={"additionalProperties": False, "maxProperties": META_MAX_KEYS},
+    ),
+    AfterValidator(_bounded_meta),
+]
+
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type: ``8000.0`` is the integer 8000 (JSON Schema agrees); ``8000.5`` stays a float."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _integer(low: int, high: int) -> Any:
+    """An integer of a request body in ``[low, high]``: no string, no boolean, no fraction (``1.0`` is 1).
+    The bounds come before the validator, so the OpenAPI document states them as ``minimum``/``maximum``."""
+    return Annotated[int, Field(ge=low, le=high), BeforeValidator(_integral)]
+
+
+if TYPE_CHECKING:
+    TokenCount = int
+    Reserve = int
+    Depth = int
+    Threshold = int
+    Order = int
+    LoreDepth = int
+else:
+    TokenCount = _integer(1, 10_000_000)
+    Reserve = _integer(1, 1_000_000)  # also max_tokens
+    Depth = _integer(0, 1000)
+    Threshold = _integer(0, 10_000_000)
+    Order = _integer(-1_000_000, 1_000_000)
+    LoreDepth = _integer(0, 10_000)
+
 ProviderKind = Literal["openai", "anthropic", "openai-codex"]
 ModelType = Literal["chat", "embedding", "image"]
 ChatType = Literal["chat", "discuss", "pipeline"]
@@ -39,11 +109,14 @@ Role = Literal["system", "user", "assistant", "tool"]
 Position = Literal["before", "after", "depth"]
 
 Name = Field(min_length=1, max_length=200)
-Tokens = Field(default=None, ge=1, le=10_000_000)
+
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields are refused, and no value is coerced (``"8000"`` is no integer,
+    ``"yes"`` and ``1`` are no booleans, ``true`` is no integer), as the OpenAPI document says."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # -- providers and models ---------------------------------------------------------------------------------
@@ -79,8 +152,8 @@ class ModelCreate(Strict):
     provider_id: Ident
     name: Required = Name
     type: ModelType = "chat"
-    context_window: int | None = Tokens
-    max_output_tokens: int | None = Tokens
+    context_window: TokenCount | None = None
+    max_output_tokens: TokenCount | None = None
     enabled: bool = True
     tokenizer: Text | None = Field(default=None, max_length=500)
 
@@ -88,8 +161,8 @@ class ModelCreate(Strict):
 class ModelPatch(Strict):
     name: Required | None = Field(default=None, min_length=1, max_length=200)
     type: ModelType | None = None
-    context_window: int | None = Tokens
-    max_output_tokens: int | None = Tokens
+    context_window: TokenCount | None = None
+    max_output_tokens: TokenCount | None = None
     enabled: bool | None = None
     tokenizer: Text | None = Field(default=None, max_length=500)
 
@@ -161,15 +234,15 @@ class BotFields(Strict):
         description="A registered context strategy",
         json_schema_extra={"enum": [*default_registry.names(), None]},
     )
-    response_reserve: int | None = Field(default=None, ge=1, le=1_000_000)
-    context_limit: int | None = Field(default=None, ge=1, le=10_000_000)
+    response_reserve: Reserve | None = None
+    context_limit: TokenCount | None = None
     lorebook_ids: list[Ident] | None = Field(default=None, max_length=100)
     template: list[TemplateInput] | None = Field(default=None, max_length=100, json_schema_extra=TEMPLATE_SCHEMA)
     author_note: Text | None = Field(default=None, max_length=20_000)
-    author_note_depth: int | None = Field(default=None, ge=0, le=1000)
+    author_note_depth: Depth | None = None
     compaction_enabled: bool | None = None
-    compaction_threshold: int | None = Field(
-        default=None, ge=0, le=10_000_000, description="0 = automatic, relative to the chat model's window (C2)"
+    compaction_threshold: Threshold | None = Field(
+        default=None, description="0 = automatic, relative to the chat model's window (C2)"
     )
     compaction_ratio: float | None = Field(
         default=None, gt=0, lt=1, description="Legacy mode only (threshold > 0): share of history to fold"
@@ -229,9 +302,9 @@ class LoreEntryIn(Strict):
     content: Text = Field(max_length=200_000)
     constant: bool = False
     enabled: bool = True
-    order: int = Field(default=100, ge=-1_000_000, le=1_000_000)
+    order: Order = 100
     position: Position = "before"
-    depth: int | None = Field(default=None, ge=0, le=10_000)
+    depth: LoreDepth | None = None
 
 
 class LoreEntryOut(BaseModel):
@@ -312,13 +385,13 @@ class MessageCreate(Strict):
     tool_calls: list[ToolCallIn] | None = Field(default=None, max_length=128)
     tool_call_id: Text | None = Field(default=None, max_length=200)
     pinned: bool = False
-    meta: JsonObject = Field(default_factory=dict)
+    meta: Meta = Field(default_factory=dict)
     workspace: Text | None = Field(default=None, max_length=200)
 
 
 class MessagePatch(Strict):
     pinned: bool | None = None
-    meta: JsonObject | None = None
+    meta: Meta | None = None
 
 
 class MessageOut(BaseModel):
@@ -342,7 +415,7 @@ class MessageOut(BaseModel):
 
 class GenerateRequest(Strict):
     content: Text = Field(min_length=1, max_length=2_000_000)
-    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_tokens: Reserve | None = None
     stream: bool = True
 
 
@@ -412,6 +485,7 @@ class PreviewRequest(Strict):
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "anyOf": [
                 {"required": ["chat_id"], "properties": {"chat_id": {"type": "string"}}},
@@ -422,7 +496,7 @@ class PreviewRequest(Strict):
     chat_id: Ident | None = None
     bot_id: Ident | None = None
     user_message: Text = Field(default="", max_length=2_000_000)
-    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000)
+    max_tokens: Reserve | None = None
 
 
 # -- compaction (C4-C14) ----------------------------------------------------------------------------------
