@@ -122,12 +122,19 @@ class Strict(BaseModel):
 # -- providers and models ---------------------------------------------------------------------------------
 
 
+COUNT_TOKENS = (
+    "Anthropic only: near the budget, ask the provider's free count_tokens endpoint for the exact prompt size "
+    "(short timeout; the estimate is used when it does not answer)"
+)
+
+
 class ProviderCreate(Strict):
     name: Required = Name
     kind: ProviderKind
     base_url: str = Field(min_length=1, max_length=2000, pattern=r"^https?://[!-~]+$")
     api_key: Text | None = Field(default=None, max_length=4000)
     enabled: bool = True
+    count_tokens: bool = Field(default=False, description=COUNT_TOKENS)
 
 
 class ProviderPatch(Strict):
@@ -135,6 +142,7 @@ class ProviderPatch(Strict):
     base_url: str | None = Field(default=None, min_length=1, max_length=2000, pattern=r"^https?://[!-~]+$")
     api_key: Text | None = Field(default=None, max_length=4000, description="A new key; an empty string removes it")
     enabled: bool | None = None
+    count_tokens: bool | None = Field(default=None, description=COUNT_TOKENS)
 
 
 class ProviderOut(BaseModel):
@@ -145,6 +153,7 @@ class ProviderOut(BaseModel):
     enabled: bool
     has_api_key: bool
     enforces_output_limit: bool
+    count_tokens: bool
     created_at: datetime
 
 
@@ -178,6 +187,7 @@ class ModelOut(BaseModel):
     tokenizer: str | None
     tokenizer_profile: str
     tokenizer_approximate: bool
+    calibration: CalibrationOut | None = None
     created_at: datetime
 
 
@@ -437,6 +447,31 @@ class TokenizerOut(BaseModel):
     approximate: bool
 
 
+class CalibrationOut(BaseModel):
+    """T5: how the provider's reported usage corrects this model's counts."""
+
+    factor: float = Field(description="real tokens ≈ factor × the profile's own count (from the provider's usage)")
+    calls: int = Field(description="successful calls the factor was learned from")
+    spread: float = Field(description="typical deviation of one call's ratio (log scale; 0.05 ≈ ±5%)")
+    margin: float = Field(description="safety margin added to approximate counts (a share; 0 for exact profiles)")
+    scale: float = Field(description="what counts are multiplied by when budgeting: factor × (1 + margin), or 1")
+    applied: bool = Field(description="true for approximate profiles; for exact ones the factor is a diagnostic")
+    drift: bool = Field(description="an exact profile disagrees with the provider: the tokenizer mapping is wrong")
+    label: str
+
+
+class AttemptOut(BaseModel):
+    """One provider call of a generation that needed a retry (T5): ``context-length-retry``, then the outcome."""
+
+    outcome: str
+    error_code: str | None = None
+    prompt_tokens: int | None = None
+    estimated_tokens: int | None = None
+    reported_tokens: int | None = None
+    reported_limit: int | None = None
+    ratio: float | None = None
+
+
 class BudgetOut(BaseModel):
     context_limit: int
     response_reserve: int
@@ -468,6 +503,7 @@ class PreviewOut(BaseModel):
     provider_messages: list[dict[str, Any]]
     diagnostics: list[str]
     excluded_count: int
+    calibration: CalibrationOut | None = None
 
 
 class AuditOut(PreviewOut):
@@ -478,6 +514,7 @@ class AuditOut(PreviewOut):
     usage: UsageOut | None
     created_at: datetime
     finished_at: datetime | None
+    attempts: list[AttemptOut] = Field(default_factory=list)
 
 
 class PreviewRequest(Strict):
@@ -537,6 +574,7 @@ class ContextUsage(BaseModel):
     window: int | None
     percent: float | None
     estimated: bool
+    calibration: CalibrationOut | None = None
 
 
 class PromptCache(BaseModel):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.calibration import Calibration, calibrated, report
 from ..providers import enforces_output_limit
+from ..service.calibration import base_margin
 from ..service.status import log_dict
 from ..service.turn import profile_for
 from ..storage.tables import (
@@ -31,12 +33,16 @@ def provider(row: ProviderRow) -> s.ProviderOut:
         enabled=row.enabled,
         has_api_key=bool(row.api_key),
         enforces_output_limit=enforces_output_limit(row.kind),
+        count_tokens=row.count_tokens,
         created_at=row.created_at,
     )
 
 
-def model(row: ModelRow) -> s.ModelOut:
+def model(row: ModelRow, calibrations: dict[tuple[str, str], Calibration] | None = None) -> s.ModelOut:
+    """A model; with ``calibrations`` (from ``repos.calibrations.get_many``) its calibration too (T5)."""
     profile = profile_for(row)
+    found = (calibrations or {}).get((row.id, profile.name), Calibration())
+    margin = base_margin()
     return s.ModelOut(
         id=row.id,
         provider_id=row.provider_id,
@@ -48,6 +54,7 @@ def model(row: ModelRow) -> s.ModelOut:
         tokenizer=row.tokenizer,
         tokenizer_profile=profile.name,
         tokenizer_approximate=profile.approximate,
+        calibration=s.CalibrationOut(**report(found, calibrated(profile, found, margin), margin)),
         created_at=row.created_at,
     )
 
@@ -155,6 +162,7 @@ def audit(row: AuditRow) -> s.AuditOut:
         usage=usage(row.usage),
         created_at=row.created_at,
         finished_at=row.finished_at,
+        attempts=[s.AttemptOut.model_validate(a) for a in payload.get("attempts") or [] if isinstance(a, dict)],
     )
 
 

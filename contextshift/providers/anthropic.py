@@ -25,10 +25,13 @@ from .base import (
     TextDelta,
     Usage,
 )
-from .errors import error_from_event, malformed, truncated
-from .http import HTTPProviderClient, RetryPolicy, StreamParser, Timeouts
+from .errors import error_from_event, error_from_status, error_from_transport, malformed, truncated
+from .http import MAX_ERROR_BODY, HTTPProviderClient, RetryPolicy, StreamParser, Timeouts, _clean, parse_json
 from .serialize import DEFAULT_ANTHROPIC_MAX_TOKENS, anthropic_body
 from .sse import SSEEvent
+
+#: Seconds a count_tokens call may take before the estimate is used instead (T5).
+COUNT_TOKENS_TIMEOUT = 3.0
 
 ANTHROPIC_VERSION = "2023-06-01"
 
@@ -251,3 +254,25 @@ class AnthropicClient(HTTPProviderClient):
 
     def stream_parser(self) -> StreamParser:
         return AnthropicStreamParser()
+
+    async def count_tokens(self, request: ChatRequest, *, timeout: float = COUNT_TOKENS_TIMEOUT) -> int:
+        """T5: the request's exact prompt tokens from ``POST /v1/messages/count_tokens`` (free, no generation).
+
+        One attempt with a short ``timeout``; every failure is a :class:`ProviderError` (callers fall back to
+        their estimate).
+        """
+        body = self.request_body(request)
+        counted = {k: body[k] for k in ("model", "messages", "system", "tools", "tool_choice") if k in body}
+        try:
+            response = await self._client.post(
+                f"{self.url}/count_tokens", json=counted, headers=self._headers(), timeout=timeout
+            )
+        except (httpx.RequestError, httpx.InvalidURL) as exc:
+            raise _clean(error_from_transport(exc)) from None
+        if response.status_code >= 400:
+            raise _clean(error_from_status(response.status_code, response.content[:MAX_ERROR_BODY], response.headers))
+        payload = parse_json(response.content, "token count")
+        tokens = payload.get("input_tokens") if isinstance(payload, Mapping) else None
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise malformed("token count")
+        return tokens

@@ -128,6 +128,8 @@ class ProviderError(ContextShiftError):
         retryable: bool = False,
         *,
         retry_after: float | None = None,
+        reported_tokens: int | None = None,
+        reported_limit: int | None = None,
     ) -> None:
         params: dict[str, object] = {}
         if status is not None:
@@ -139,6 +141,10 @@ class ProviderError(ContextShiftError):
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        #: T5: a context-length rejection's own numbers (prompt tokens, the model's limit) when it gave them;
+        #: numbers only, read from the body, never its text.
+        self.reported_tokens = reported_tokens
+        self.reported_limit = reported_limit
 
     def __str__(self) -> str:
         return self.message
@@ -150,13 +156,38 @@ class ProviderError(ContextShiftError):
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_error, (self.code, self.message, self.status, self.retryable, self.retry_after))
+        return (
+            _rebuild_error,
+            (
+                self.code,
+                self.message,
+                self.status,
+                self.retryable,
+                self.retry_after,
+                self.reported_tokens,
+                self.reported_limit,
+            ),
+        )
 
 
 def _rebuild_error(
-    code: str, message: str, status: int | None, retryable: bool, retry_after: float | None
+    code: str,
+    message: str,
+    status: int | None,
+    retryable: bool,
+    retry_after: float | None,
+    reported_tokens: int | None = None,
+    reported_limit: int | None = None,
 ) -> ProviderError:
-    return ProviderError(code, message, status, retryable, retry_after=retry_after)
+    return ProviderError(
+        code,
+        message,
+        status,
+        retryable,
+        retry_after=retry_after,
+        reported_tokens=reported_tokens,
+        reported_limit=reported_limit,
+    )
 
 
 @runtime_checkable

@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +40,7 @@ CONTEXT_MARKERS: tuple[str, ...] = (
     "exceeds the context",
     "exceed context window",  # llama-cpp-python: "Requested tokens (n) exceed context window of m"
     "exceeds the available context size",  # llama.cpp server
+    "exceed context limit",  # Anthropic: "input length and `max_tokens` exceed context limit"
 )
 
 #: Phrases (lower-case) by which servers say, in a 5xx, that the *request itself* is invalid: such an
@@ -118,6 +120,61 @@ def says_invalid_request(payload: Any, raw: bytes | str = b"") -> bool:
     return any(marker in lowered for marker in INVALID_REQUEST_MARKERS)
 
 
+#: How servers state the real prompt size and the limit in a context-length rejection (T5):
+#: OpenAI "maximum context length is 8192 tokens. However, your messages resulted in 9013 tokens" (or
+#: "you requested 9100 tokens (8100 in the messages, 1000 in the completion)", also vLLM), Anthropic
+#: "prompt is too long: 210000 tokens > 200000 maximum" (or "input length and `max_tokens` exceed context
+#: limit: 188240 + 21333 > 200000"), llama-cpp-python "Requested tokens (4140) exceed context window of 4096",
+#: llama.cpp's ``n_prompt_tokens`` / ``n_ctx`` fields.
+_PROMPT_PATTERNS = (
+    re.compile(r"(\d[\d,]*) in the messages"),
+    re.compile(r"messages resulted in (\d[\d,]*) tokens"),
+    re.compile(r"prompt is too long: (\d[\d,]*) tokens"),
+    re.compile(r"exceed context limit: (\d[\d,]*) \+"),
+    re.compile(r"prompt (?:has|contains|is) (\d[\d,]*) tokens"),
+    re.compile(r"requested tokens \((\d[\d,]*)\)", re.IGNORECASE),
+)
+_LIMIT_PATTERNS = (
+    re.compile(r"maximum context length is (\d[\d,]*)"),
+    re.compile(r"tokens > (\d[\d,]*) maximum"),
+    re.compile(r"\d \+ \d[\d,]* > (\d[\d,]*)"),
+    re.compile(r"context (?:size|window|length) (?:is|of) (\d[\d,]*)"),
+)
+
+
+def _number(text: str) -> int | None:
+    value = int(text.replace(",", ""))
+    return value if 0 < value < 100_000_000 else None
+
+
+def context_numbers(payload: Any, raw: bytes | str = b"") -> tuple[int | None, int | None]:
+    """``(prompt_tokens, limit)`` a context-length rejection states, each None when it does not say."""
+    error = _error_object(payload)
+    tokens = error.get("n_prompt_tokens") if isinstance(error.get("n_prompt_tokens"), int) else None
+    limit = error.get("n_ctx") if isinstance(error.get("n_ctx"), int) else None
+    text = error.get("message")
+    haystack = text if isinstance(text, str) else (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw)
+    for pattern in _PROMPT_PATTERNS:
+        if tokens is None and (match := pattern.search(haystack)):
+            tokens = _number(match.group(1))
+    for pattern in _LIMIT_PATTERNS:
+        if limit is None and (match := pattern.search(haystack)):
+            limit = _number(match.group(1))
+    return tokens, limit
+
+
+def context_length_error(payload: Any, raw: bytes | str = b"", status: int | None = None) -> ProviderError:
+    """``PROVIDER_CONTEXT_LENGTH`` with the numbers the rejection stated (never its text)."""
+    tokens, limit = context_numbers(payload, raw)
+    return ProviderError(
+        PROVIDER_CONTEXT_LENGTH,
+        MESSAGES[PROVIDER_CONTEXT_LENGTH],
+        status,
+        reported_tokens=tokens,
+        reported_limit=limit,
+    )
+
+
 def parse_retry_after(headers: httpx.Headers) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
     millis = headers.get("retry-after-ms")
@@ -178,7 +235,7 @@ def error_from_status(status: int, body: bytes, headers: httpx.Headers) -> Provi
         )
     if 400 <= status < 500:
         if says_context_length(payload, body):
-            return ProviderError(PROVIDER_CONTEXT_LENGTH, MESSAGES[PROVIDER_CONTEXT_LENGTH], status)
+            return context_length_error(payload, body, status)
         return ProviderError(PROVIDER_BAD_REQUEST, f"The provider rejected the request (HTTP {status}).", status)
     return ProviderError(GENERATION_FAILED, f"The provider answered with unexpected HTTP status {status}.", status)
 
@@ -186,7 +243,7 @@ def error_from_status(status: int, body: bytes, headers: httpx.Headers) -> Provi
 def error_from_event(payload: Any) -> ProviderError:
     """The normalized error of an ``error`` object inside a stream or a 200 body."""
     if says_context_length(payload):
-        return ProviderError(PROVIDER_CONTEXT_LENGTH, MESSAGES[PROVIDER_CONTEXT_LENGTH])
+        return context_length_error(payload)
     error = _error_object(payload)
     for key in ("type", "code"):
         value = error.get(key)

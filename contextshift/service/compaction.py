@@ -33,11 +33,13 @@ from ..core.compaction import (
 from ..core.compaction.rendering import SummarizerInputTooLarge
 from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
-from ..providers import ProviderClient, ProviderError, chat_request, make_client
+from ..providers import PROVIDER_CONTEXT_LENGTH, ProviderClient, ProviderError, chat_request, make_client
 from ..storage import Database, Repositories
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow
 from ..storage.types import new_id, utcnow
+from .calibration import Counting, counting_for, learn
 from .history import is_command, merge
+from .recovery import RETRY_GROWTH, corrected
 from .summarizer import CompactionUnavailable, Summarizer, resolve
 from .turn import chat_and_bot, profile_for
 
@@ -272,6 +274,24 @@ class Compactor:
             log.info("compaction of chat %s failed (%s)", chat_id, error_code)
         return Outcome(status, summary_text, folded, entry.id, error_code)
 
+    async def _shrunk(
+        self, error: ProviderError, summarizer: Summarizer, counting: Counting, sent: list[Message]
+    ) -> TokenizerProfile | None:
+        """After the summarizer rejected a pass as too long: the profile to count the smaller pass with."""
+        if error.code != PROVIDER_CONTEXT_LENGTH:
+            return None
+        estimated = counting.base.count_messages(sent)
+        calibration = counting.calibration
+        if error.reported_tokens and estimated:
+            ratio = error.reported_tokens / estimated
+            async with self.db.session() as session:
+                calibration = await Repositories(session).calibrations.observe(
+                    summarizer.model.id, counting.base.name, estimated, error.reported_tokens
+                )
+        else:
+            ratio = counting.profile.count_messages(sent) / max(estimated, 1) * RETRY_GROWTH
+        return corrected(counting.base, calibration, ratio)
+
     async def _history(self, chat_id: str) -> tuple[int | None, list[Message]]:
         """The chat's history version and its raw messages with summaries in place, read once per pass."""
         async with self.db.session() as session:
@@ -289,35 +309,53 @@ class Compactor:
         profile: TokenizerProfile,
         target: int | None,
     ) -> tuple[str, int, int, int] | str | None:
-        """A pass: (summary, messages folded, tokens in, tokens out), an error code, or None for nothing to do."""
-        summarizer_profile = profile_for(summarizer.model)
-        budget = input_budget(summarizer.window, count=summarizer_profile.count)
-        if budget <= 0:
-            return "COMPACTION_WINDOW_TOO_SMALL"
-        selection = select_fold(
-            history, target_tokens=target, input_budget=budget, counter=profile, input_counter=summarizer_profile.count
-        )
-        if selection.empty:
-            return None
-        try:
-            prompt = build_prompt(selection.fold, budget_tokens=budget, count=summarizer_profile.count)
-        except SummarizerInputTooLarge:
-            return "COMPACTION_INPUT_TOO_LARGE"  # C9: before any model call
-        client = self.client_factory(
-            summarizer.provider.kind, summarizer.provider.base_url, summarizer.provider.api_key, **self.client_options
-        )
-        try:
-            request = chat_request(
-                summarizer.provider.kind,
-                prompt.messages(),
-                model=summarizer.model.name,
-                max_tokens=max_output_tokens(summarizer.window),
+        """A pass: (summary, messages folded, tokens in, tokens out), an error code, or None for nothing to do.
+
+        T5: the summarizer's input is counted with the summarizer model's calibrated counts; a context-length
+        rejection teaches the factor and shrinks the pass once, instead of failing it.
+        """
+        base = profile_for(summarizer.model)
+        async with self.db.session() as session:
+            counting = await counting_for(Repositories(session), summarizer.model, base)
+        summarizer_profile = counting.profile
+        for attempt in range(2):
+            budget = input_budget(summarizer.window, count=summarizer_profile.count)
+            if budget <= 0:
+                return "COMPACTION_WINDOW_TOO_SMALL"
+            selection = select_fold(
+                history,
+                target_tokens=target,
+                input_budget=budget,
+                counter=profile,
+                input_counter=summarizer_profile.count,
             )
-            reply = await client.complete(request)
-        except ProviderError as error:
-            return error.code
-        finally:
-            await client.aclose()
+            if selection.empty:
+                return None
+            try:
+                prompt = build_prompt(selection.fold, budget_tokens=budget, count=summarizer_profile.count)
+            except SummarizerInputTooLarge:
+                return "COMPACTION_INPUT_TOO_LARGE"  # C9: before any model call
+            provider = summarizer.provider
+            client = self.client_factory(provider.kind, provider.base_url, provider.api_key, **self.client_options)
+            try:
+                request = chat_request(
+                    summarizer.provider.kind,
+                    prompt.messages(),
+                    model=summarizer.model.name,
+                    max_tokens=max_output_tokens(summarizer.window),
+                )
+                reply = await client.complete(request)
+                break
+            except ProviderError as error:
+                shrunk = await self._shrunk(error, summarizer, counting, prompt.messages()) if attempt == 0 else None
+                if shrunk is None:
+                    return error.code
+                summarizer_profile = shrunk
+            finally:
+                await client.aclose()
+        else:
+            return PROVIDER_CONTEXT_LENGTH
+        await learn(self.db, summarizer.model, base, prompt.messages(), reply.usage)
         verdict, record = accept_summary(
             reply.text, reply.finish_reason, selection, message_id=new_id(), counter=profile
         )

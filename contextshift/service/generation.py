@@ -24,8 +24,10 @@ from ..pipeline import PipelineResult, run_pipeline
 from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, TextDelta, make_client
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
+from .calibration import learn
 from .compaction import Compactor
 from .errors import ServiceError, not_found
+from .recovery import ContextRetry
 from .turn import Turn, chat_and_bot, load_turn, require_generation_ready
 from .usage import usage_of
 
@@ -60,6 +62,7 @@ def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
         "provider_kind": turn.provider.kind if turn.provider else None,
         "model": turn.model.name if turn.model else None,
         **result.to_dict(),
+        "calibration": turn.counting.report(turn.profile) if turn.counting else None,
     }
 
 
@@ -215,6 +218,7 @@ class Generations:
         reply: ChatResult,
         result: PipelineResult,
         profile: TokenizerProfile | None = None,
+        audit_updates: dict[str, Any] | None = None,
     ) -> tuple[MessageRow, dict[str, Any] | None]:
         usage = usage_of(reply, result, profile)
         message: dict[str, Any] = {
@@ -234,7 +238,7 @@ class Generations:
         async with self.db.session() as session:
             repos = Repositories(session)
             row = await repos.messages.append(chat_id, message)
-            await repos.audits.finish(chat_id, generation_id, "completed", usage=usage)
+            await repos.audits.finish(chat_id, generation_id, "completed", usage=usage, payload_updates=audit_updates)
             await repos.compaction.add_usage(
                 chat_id,
                 input_tokens=usage["input_tokens"] if usage else 0,
@@ -244,56 +248,98 @@ class Generations:
         self._after_turn(chat_id)
         return row, usage
 
-    async def finish_failed(self, chat_id: str, generation_id: str, code: str, *, cancelled: bool = False) -> None:
+    async def finish_failed(
+        self,
+        chat_id: str,
+        generation_id: str,
+        code: str,
+        *,
+        cancelled: bool = False,
+        audit_updates: dict[str, Any] | None = None,
+    ) -> None:
         with anyio.CancelScope(shield=True):
             async with self.db.session() as session:
                 status = "cancelled" if cancelled else "failed"
                 error_code = "GENERATION_CANCELLED" if cancelled else code
-                await Repositories(session).audits.finish(chat_id, generation_id, status, error_code=error_code)
+                await Repositories(session).audits.finish(
+                    chat_id, generation_id, status, error_code=error_code, payload_updates=audit_updates
+                )
 
     async def complete(self, chat_id: str, content: str, max_tokens: int | None) -> Done:
         generation_id, turn, result = await self.start(chat_id, content, max_tokens)
-        client = self._client(turn)
-        try:
-            reply = await client.complete(self._request(turn, result, stream=False))
-            _require_content(reply)
-        except ProviderError as error:
-            await self.finish_failed(chat_id, generation_id, error.code)
-            raise
-        except BaseException:
-            await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
-        row, usage = await self._store_reply(chat_id, generation_id, reply, result, turn.profile)
+        retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
+        while True:
+            client = self._client(turn)
+            try:
+                request = self._request(turn, result, stream=False)
+                if (exact := await retry.exact(client, request, result)) is not None:  # T5: count_tokens
+                    result, request = exact, self._request(turn, exact, stream=False)
+                reply = await client.complete(request)
+                _require_content(reply)
+                break
+            except ProviderError as error:
+                again = await retry.after(error, result)  # T5: a context-length rejection is shifted and resent
+                if again is not None:
+                    result = again
+                    continue
+                await self.finish_failed(chat_id, generation_id, error.code, audit_updates=retry.updates("failed"))
+                raise
+            except BaseException:
+                await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
+        row, usage = await self._store_reply(
+            chat_id, generation_id, reply, result, turn.profile, retry.updates("completed")
+        )
+        await learn(self.db, turn.model, turn.base_profile, result.payload, reply.usage)
         return Done(row, usage)
 
     async def stream(
         self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
     ) -> AsyncIterator[GenerationEvent]:
         """Stream one prepared generation; cancelling the consumer cancels the provider call."""
-        client = self._client(turn)
-        finished: ChatResult | None = None
-        try:
-            async with client.stream(self._request(turn, result, stream=True)) as events:
-                async for event in events:
-                    if isinstance(event, TextDelta):
-                        if event.text:
-                            yield Token(event.text)
-                    elif isinstance(event, Finished):
-                        finished = event.result
-            _require_content(finished)
-        except ProviderError as error:
-            await self.finish_failed(chat_id, generation_id, error.code)
-            yield Failed(error.code, error.message)
-            return
-        except BaseException:
-            await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
+        retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
+        while True:
+            client = self._client(turn)
+            finished: ChatResult | None = None
+            streamed = False
+            try:
+                request = self._request(turn, result, stream=True)
+                if (exact := await retry.exact(client, request, result)) is not None:  # T5: count_tokens
+                    result, request = exact, self._request(turn, exact, stream=True)
+                async with client.stream(request) as events:
+                    async for event in events:
+                        if isinstance(event, TextDelta):
+                            if event.text:
+                                streamed = True
+                                yield Token(event.text)
+                        elif isinstance(event, Finished):
+                            finished = event.result
+                _require_content(finished)
+                break
+            except ProviderError as error:
+                try:  # T5: before the first token, a context-length rejection is shifted and resent
+                    again = None if streamed else await retry.after(error, result)
+                except TokenBudgetExceeded as budget_error:
+                    yield Failed(budget_error.code, budget_error.message)
+                    return
+                if again is not None:
+                    result = again
+                    continue
+                await self.finish_failed(chat_id, generation_id, error.code, audit_updates=retry.updates("failed"))
+                yield Failed(error.code, error.message)
+                return
+            except BaseException:
+                await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
         reply = _require_content(finished)
-        row, usage = await self._store_reply(chat_id, generation_id, reply, result, turn.profile)
+        row, usage = await self._store_reply(
+            chat_id, generation_id, reply, result, turn.profile, retry.updates("completed")
+        )
+        await learn(self.db, turn.model, turn.base_profile, result.payload, reply.usage)
         yield Done(row, usage)

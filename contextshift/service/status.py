@@ -67,6 +67,7 @@ async def chat_status(db: Database, chat_id: str, *, cooldown: float = FAILURE_C
                 "window": window,
                 "percent": round(100 * tokens / window, 1) if window else None,
                 "estimated": turn.profile.approximate,
+                "calibration": turn.counting.report(turn.profile) if turn.counting else None,
             },
             "prompt_cache": {
                 "hit_rate": round(hit_rate, 4) if hit_rate is not None else None,

@@ -6,9 +6,11 @@ window of history is read (T4: stored per-message counts), never the whole chat.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.calibration import CalibratedProfile, Calibration
 from ..core.tokens import ChatFormatProfile, TokenizerProfile
 from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sources
 from ..pipeline.interceptors import Interceptor
@@ -16,6 +18,7 @@ from ..providers import to_anthropic_messages, to_openai_messages
 from ..storage import Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
+from .calibration import Counting, counting_for
 from .errors import ServiceError, not_found
 from .history import is_command, merge
 
@@ -31,9 +34,20 @@ class Turn:
     chat: ChatRow | None
     model: ModelRow | None
     provider: ProviderRow | None
+    #: What the turn budgets with: the model's profile, calibrated when it is approximate (T5).
     profile: TokenizerProfile
     request: PipelineRequest
     notes: list[str] = field(default_factory=list)
+    counting: Counting | None = None
+
+    @property
+    def base_profile(self) -> TokenizerProfile:
+        """The model's own, uncalibrated profile (what stored per-message counts and ratios use)."""
+        return self.counting.base if self.counting is not None else self.profile
+
+    @property
+    def calibration(self) -> Calibration:
+        return self.counting.calibration if self.counting is not None else Calibration()
 
 
 def profile_for(model: ModelRow | None) -> TokenizerProfile:
@@ -94,7 +108,10 @@ async def load_turn(
 ) -> Turn:
     """Build the pipeline request of a turn. ``draft`` None means the input is already the last message."""
     model, provider = await resolve_model(repos, bot)
-    profile = profile_for(model)
+    base = profile_for(model)
+    counting = await counting_for(repos, model, base)
+    profile = counting.profile
+    scale = profile.scale if isinstance(profile, CalibratedProfile) else 1.0
     notes: list[str] = []
     limit = bot.context_limit or (model.context_window if model else None)
     if limit is None:
@@ -122,19 +139,20 @@ async def load_turn(
     history = []
     summarized: list[Any] = []
     if chat is not None and limit - reserve > 0:
+        # Stored counts are the model's own (uncalibrated) ones; read as far as the calibrated budget reaches.
         window = await repos.messages.recent_window(
-            chat.id, profile.name, limit - reserve, profile.count, store_counts=not preview
+            chat.id, base.name, math.ceil((limit - reserve) / scale), base.count, store_counts=not preview
         )
         summaries = await repos.compaction.active_summaries(chat.id)
         history = merge([r for r in window.rows if not is_command(r)], summaries)
         # The newest messages each summary stands for, for the audit (bounded: never the whole chat).
         recent_covered = [i for s in summaries for i in s.covers[-AUDITED_COVERED:]]
         summarized = [row_to_message(r) for r in await repos.compaction.covered(chat.id, recent_covered)]
-        if isinstance(profile, ChatFormatProfile):
+        if isinstance(base, ChatFormatProfile):
             for message in history:  # counts stored by an earlier turn spare the tokenizer after a restart (T4)
                 stored = window.tokens.get(message.id)
                 if stored is not None:
-                    profile.cache.put(message.text, stored)
+                    base.cache.put(message.text, stored)
         if window.has_more:
             notes.append("older history was not loaded: it lies beyond what any shift could keep")
     interceptors: list[Interceptor] = []
@@ -164,4 +182,13 @@ async def load_turn(
         bot_id=bot.id,
         notes=notes,
     )
-    return Turn(bot=bot, chat=chat, model=model, provider=provider, profile=profile, request=request, notes=notes)
+    return Turn(
+        bot=bot,
+        chat=chat,
+        model=model,
+        provider=provider,
+        profile=profile,
+        request=request,
+        notes=notes,
+        counting=counting,
+    )

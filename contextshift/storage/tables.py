@@ -78,6 +78,8 @@ class ProviderRow(Base):
     base_url: Mapped[str] = mapped_column(Text, nullable=False)
     api_key: Mapped[str | None] = mapped_column(Text, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
+    #: T5: ask the provider's count_tokens endpoint (Anthropic) when an estimate is near the budget.
+    count_tokens: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
 
@@ -255,6 +257,19 @@ class MessageTokensRow(Base):
     tokens: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
+class TokenCalibrationRow(Base):
+    """T5: the correction factor of one model's token estimates under one profile, shared by instances."""
+
+    __tablename__ = "token_calibrations"
+
+    model_id: Mapped[str] = mapped_column(ID, ForeignKey("models.id", ondelete="CASCADE"), primary_key=True)
+    profile: Mapped[str] = mapped_column(String(100), primary_key=True)
+    factor: Mapped[float] = mapped_column(Float, nullable=False)
+    spread: Mapped[float] = mapped_column(Float, nullable=False, default=0.0, server_default="0")
+    calls: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    updated_at: Mapped[datetime] = _updated()
+
+
 class AuditRow(Base):
     """A1–A3: the prompt-context audit of a chat's latest generation (one per chat)."""
 
@@ -288,6 +303,7 @@ __all__ = [
     "MessageTokensRow",
     "ModelRow",
     "ProviderRow",
+    "TokenCalibrationRow",
 ]
 
 

@@ -39,14 +39,22 @@ Then::
 * ``RecordedRequest.disconnected`` / ``.completed`` are ``threading.Event``s; poll with
   ``await fake_provider.await_for(lambda: request.disconnected.is_set())`` (``wait_for`` in sync tests).
 * :func:`closed_port_url` gives a loopback URL with nothing listening.
+* ``count_as(chars_per_token=2.6, window=2000, model=None)`` makes the fake count prompts its own way
+  (:class:`Counting`; ``count_text=`` for an exact encoding): a prompt plus ``max_tokens`` over the window
+  gets the 400 ``context_length_exceeded`` a real provider sends, stating the real count ("your messages
+  resulted in N tokens" / "prompt is too long: N tokens > W maximum"), and replies report the real count
+  as usage. ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` by the same count.
+  ``RecordedRequest.over_limit`` marks the rejected requests. ``reset()`` clears it.
 * For a server of your own (e.g. a benchmark): ``with FakeProvider() as fake: ...``.
 """
 
 from .script import SECRET, Error, FakeToolCall, Raw, RecordedRequest, Reply, ScriptItem
 from .server import FakeProvider, closed_port_url
+from .tokens import Counting
 
 __all__ = [
     "SECRET",
+    "Counting",
     "Error",
     "FakeProvider",
     "FakeToolCall",

@@ -48,10 +48,14 @@ def _last_user_text(body: Mapping[str, Any]) -> str:
     return ""
 
 
+def estimate_prompt(body: Mapping[str, Any]) -> int:
+    """The default usage: about 4 characters a token of the request's JSON."""
+    return max(1, len(json.dumps([body.get("system"), body.get("messages")], ensure_ascii=False)) // 4)
+
+
 def resolve(reply: Reply, body: Mapping[str, Any]) -> Resolved:
     text = reply.text if reply.text is not None else f"Echo: {_last_user_text(body)}"
-    prompt = json.dumps([body.get("system"), body.get("messages")], ensure_ascii=False)
-    input_tokens = reply.input_tokens if reply.input_tokens is not None else max(1, len(prompt) // 4)
+    input_tokens = reply.input_tokens if reply.input_tokens is not None else estimate_prompt(body)
     output_tokens = reply.output_tokens if reply.output_tokens is not None else max(1, len(text) // 4)
     model = reply.model or str(body.get("model") or "fake-model")
     return Resolved(reply, text, input_tokens, output_tokens, reply.cached_input_tokens, model)

@@ -112,6 +112,8 @@ class RecordedRequest:
     answered_with: ScriptItem | None = None
     #: The 400 message when the fake's own protocol validation rejected the request.
     rejected: str | None = None
+    #: True when the fake's own counting (``count_as``) rejected it as over the model's window.
+    over_limit: bool = False
     #: Set when the client closed the connection before the response was complete.
     disconnected: threading.Event = field(default_factory=threading.Event)
     #: Set once the full response was sent.

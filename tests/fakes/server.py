@@ -11,6 +11,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -18,6 +19,7 @@ import uvicorn
 
 from . import render
 from .script import SECRET, Error, Raw, RecordedRequest, Reply, ScriptItem
+from .tokens import Counting, rejection
 from .validate import anthropic_problem, openai_problem
 
 Scope = MutableMapping[str, Any]
@@ -27,6 +29,8 @@ Send = Callable[[Message], Awaitable[None]]
 
 
 def _protocol_of(path: str) -> str:
+    if path.endswith("/messages/count_tokens"):
+        return "anthropic-count"
     if path.endswith("/chat/completions"):
         return "openai"
     if path.endswith("/messages"):
@@ -94,6 +98,7 @@ class FakeProvider:
         self.strict = True
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
+        self._counting: dict[str | None, Counting] = {}
         self._requests: list[RecordedRequest] = []
         self._serial = itertools.count(1)
         self._server: uvicorn.Server | None = None
@@ -158,10 +163,24 @@ class FakeProvider:
             self._script.extend(items)
         return self
 
+    def count_as(self, counting: Counting | None = None, *, model: str | None = None, **options: Any) -> FakeProvider:
+        """Count prompts with ``counting`` (or ``Counting(**options)``) for ``model`` (None: every model).
+
+        Requests over its window are rejected with the real count; replies report the real count as usage.
+        """
+        with self._lock:
+            self._counting[model] = counting or Counting(**options)
+        return self
+
+    def counting_for(self, model: Any) -> Counting | None:
+        with self._lock:
+            return self._counting.get(model if isinstance(model, str) else None) or self._counting.get(None)
+
     def reset(self) -> None:
         with self._lock:
             self._script.clear()
             self._requests.clear()
+            self._counting.clear()
         self.expected_api_key = None
         self.strict = True
 
@@ -241,6 +260,9 @@ class FakeProvider:
         if self.expected_api_key is not None and not self._authorized(record):
             await self._error(conn, Error(401))
             return
+        if record.protocol == "anthropic-count":
+            await self._count_tokens(conn)
+            return
         if self.strict:
             problem = (
                 openai_problem(record.body)
@@ -251,6 +273,13 @@ class FakeProvider:
                 record.rejected = problem
                 await self._error(conn, Error(400, message=problem, error_type="invalid_request_error"))
                 return
+        counting = self.counting_for(record.body.get("model")) if isinstance(record.body, dict) else None
+        over = counting.over_window(record.body) if counting is not None and isinstance(record.body, dict) else None
+        if counting is not None and counting.window is not None and over is not None:
+            record.over_limit = True
+            message, kind = rejection(record.protocol, counting.window, *over)
+            await self._error(conn, Error(400, message=message, code="context_length_exceeded", error_type=kind))
+            return
         item = self._next()
         record.answered_with = item
         if isinstance(item, Error):
@@ -266,7 +295,7 @@ class FakeProvider:
                 await self._reply(conn, reply)
 
     def _authorized(self, record: RecordedRequest) -> bool:
-        if record.protocol == "anthropic":
+        if record.protocol.startswith("anthropic"):
             return record.headers.get("x-api-key") == self.expected_api_key
         return record.headers.get("authorization") == f"Bearer {self.expected_api_key}"
 
@@ -274,9 +303,19 @@ class FakeProvider:
         await conn.start(error.status, render.error_headers(error))
         await conn.body(render.error_body(error, conn.record.protocol))
 
+    async def _count_tokens(self, conn: _Connection) -> None:
+        """Anthropic's ``POST /v1/messages/count_tokens``: the prompt's real size, no generation."""
+        body = conn.record.body if isinstance(conn.record.body, dict) else {}
+        counting = self.counting_for(body.get("model"))
+        tokens = counting.prompt_tokens(body) if counting else render.estimate_prompt(body)
+        await conn.json(200, {"input_tokens": tokens})
+
     async def _reply(self, conn: _Connection, reply: Reply) -> None:
         record = conn.record
         body = record.body if isinstance(record.body, dict) else {}
+        counting = self.counting_for(body.get("model"))
+        if counting is not None and reply.input_tokens is None:
+            reply = replace(reply, input_tokens=counting.prompt_tokens(body))
         resolved = render.resolve(reply, body)
         serial = next(self._serial)
         if not record.stream:

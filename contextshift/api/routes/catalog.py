@@ -63,7 +63,9 @@ async def create_model(body: s.ModelCreate, repos: Repos) -> dict[str, Any]:
 
 @router.get("/models", response_model=ModelList)
 async def list_models(repos: Repos, provider_id: str | None = None) -> dict[str, Any]:
-    return {"models": [views.model(r) for r in await repos.models.list_all(provider_id)]}
+    rows = await repos.models.list_all(provider_id)
+    calibrations = await repos.calibrations.get_many(r.id for r in rows)
+    return {"models": [views.model(r, calibrations) for r in rows]}
 
 
 @router.get("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(404))
@@ -71,7 +73,7 @@ async def get_model(model_id: str, repos: Repos) -> dict[str, Any]:
     row = await repos.models.get(model_id)
     if row is None:
         raise not_found("model", model_id)
-    return {"model": views.model(row)}
+    return {"model": views.model(row, await repos.calibrations.get_many([row.id]))}
 
 
 @router.patch("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(404))
@@ -79,7 +81,7 @@ async def patch_model(model_id: str, body: s.ModelPatch, repos: Repos) -> dict[s
     row = await repos.models.update(model_id, body.model_dump(exclude_unset=True))
     if row is None:
         raise not_found("model", model_id)
-    return {"model": views.model(row)}
+    return {"model": views.model(row, await repos.calibrations.get_many([row.id]))}
 
 
 @router.delete("/models/{model_id}", response_model=Deleted, responses=error_responses(404))

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from .audits import GENERATION_FAILED, GENERATION_INTERRUPTED, AuditRepository, normalize_error_code
 from .bots import BOT_DEFAULTS, BotRepository
+from .calibrations import CalibrationRepository
 from .chats import ChatRepository
 from .compaction import CompactionRepository
 from .convert import merge_meta, message_values, row_to_message
@@ -38,6 +39,7 @@ class Repositories:
         self.compaction = CompactionRepository(session)
         self.users = UserRepository(session)
         self.tokens = TokenRepository(session)
+        self.calibrations = CalibrationRepository(session)
 
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "GENERATION_INTERRUPTED",
     "AuditRepository",
     "BotRepository",
+    "CalibrationRepository",
     "ChatRepository",
     "CompactionRepository",
     "Issued",

@@ -32,6 +32,7 @@ _PROVIDER_FIELDS: dict[str, Validator] = {
     "base_url": partial(text_value, required=True),
     "api_key": optional_text,
     "enabled": boolean,
+    "count_tokens": boolean,
 }
 
 _MODEL_FIELDS: dict[str, Validator] = {
@@ -51,14 +52,18 @@ class ProviderRepository:
         self.session = session
 
     async def create(
-        self, *, name: str, kind: str, base_url: str, api_key: str | None = None, enabled: bool = True
+        self,
+        *,
+        name: str,
+        kind: str,
+        base_url: str,
+        api_key: str | None = None,
+        enabled: bool = True,
+        count_tokens: bool = False,
     ) -> ProviderRow:
         row = ProviderRow()
-        apply_changes(
-            row,
-            {"name": name, "kind": kind, "base_url": base_url, "api_key": api_key, "enabled": enabled},
-            _PROVIDER_FIELDS,
-        )
+        fields = {"name": name, "kind": kind, "base_url": base_url, "api_key": api_key, "enabled": enabled}
+        apply_changes(row, {**fields, "count_tokens": count_tokens}, _PROVIDER_FIELDS)
         self.session.add(row)
         await self.session.flush()
         return row

@@ -477,7 +477,7 @@ export async function chatView(main, [chatId], { store, go }) {
       meterText,
       h("strong.meter-used", num(used)),
       ` / ${num(budget)} tokens`,
-      approx ? [" ", badge("≈ approximate", "warn", { title: `Tokenizer ${p.tokenizer.profile} is an estimate` })] : [" ", badge(p.tokenizer.profile, "ok", { title: "Exact tokenizer" })],
+      approx ? [" ", approxBadge(p)] : [" ", badge(p.tokenizer.profile, "ok", { title: "Exact tokenizer" })],
     );
     replace(
       meterFacts,
@@ -679,4 +679,13 @@ export async function chatView(main, [chatId], { store, go }) {
 /** Codes whose server message carries useful numbers (shown after the plain words). */
 function withDetail(code) {
   return code === "TOKEN_BUDGET_EXCEEDED";
+}
+
+/** The meter's badge for an approximate count: "≈ calibrated" once the provider's usage corrects it (T5). */
+function approxBadge(p) {
+  const c = p.calibration;
+  if (c && c.applied && c.calls > 0) {
+    return badge("≈ calibrated", "ok", { title: `${c.label}; margin ${(c.margin * 100).toFixed(1)}%`, dataset: { factor: c.factor } });
+  }
+  return badge("≈ approximate", "warn", { title: `Tokenizer ${p.tokenizer.profile} is an estimate (not calibrated yet)` });
 }

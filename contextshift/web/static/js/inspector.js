@@ -147,6 +147,7 @@ export async function renderStatus(panel, ctx) {
         percent != null ? [" · ", h("strong", pct(percent, percent < 10 ? 1 : 0))] : null,
         context.estimated ? [" ", badge("estimate", "warn", { title: "Counted with an approximate tokenizer" })] : null,
       ),
+      calibrationLine(context.calibration),
     ),
     h(
       "section.status-block",
@@ -349,4 +350,12 @@ export function promptView(data, kind, ctx) {
       h("pre.json", JSON.stringify(data.provider_messages || [], null, 2)),
     ),
   );
+}
+
+/** T5: how the provider's usage corrects this model's counts (the factor), or that it has not yet. */
+function calibrationLine(c) {
+  if (!c) return null;
+  const kind = c.drift ? "bad" : c.applied && c.calls ? "ok" : "muted";
+  const words = c.drift ? `${c.label} — the model's tokenizer setting looks wrong` : c.label;
+  return h("p.status-line.calibration", { dataset: { factor: c.factor, calls: c.calls } }, "Token counts: ", badge(c.applied && c.calls ? `×${c.factor.toFixed(2)}` : c.drift ? "drift" : "—", kind), " ", words);
 }

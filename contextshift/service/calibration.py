@@ -1,0 +1,83 @@
+"""Calibrated counts in the service (T5): the profile a turn budgets with, and learning from the provider.
+
+The model's own profile (T2) counts; its stored :class:`~contextshift.core.calibration.Calibration`
+(one per model and profile, shared by every instance through the database) scales approximate counts
+and adds the safety margin. After every successful call the provider's prompt tokens are compared with
+the uncalibrated count of the exact request that was sent, and the ratio is folded into the stored factor.
+The margin of an uncalibrated estimate is ``CONTEXTSHIFT_ESTIMATE_MARGIN`` (a share, default 0.10).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.calibration import DEFAULT_MARGIN, Calibration, calibrated, report
+from ..core.messages import Message
+from ..core.tokens import TokenizerProfile
+from ..pipeline import payload_tokens
+from ..providers import Usage
+from ..storage import Database, Repositories
+from ..storage.tables import ModelRow
+
+log = logging.getLogger("contextshift.calibration")
+
+MARGIN_ENV = "CONTEXTSHIFT_ESTIMATE_MARGIN"
+#: A configured margin above this is a typo, not a choice.
+MAX_MARGIN = 0.5
+
+
+def base_margin() -> float:
+    """The configured margin of an uncalibrated approximate count (``CONTEXTSHIFT_ESTIMATE_MARGIN``)."""
+    raw = os.environ.get(MARGIN_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MARGIN
+    try:
+        value = float(raw)
+    except ValueError:
+        log.warning("%s=%r is not a number; using %s", MARGIN_ENV, raw, DEFAULT_MARGIN)
+        return DEFAULT_MARGIN
+    return min(max(value, 0.0), MAX_MARGIN)
+
+
+@dataclass(frozen=True, slots=True)
+class Counting:
+    """How one model's prompts are counted: its own profile, its calibration and the profile that budgets."""
+
+    base: TokenizerProfile
+    calibration: Calibration
+    profile: TokenizerProfile
+
+    def report(self, profile: TokenizerProfile | None = None) -> dict[str, Any]:
+        return report(self.calibration, profile or self.profile, base_margin())
+
+
+async def counting_for(repos: Repositories, model: ModelRow | None, base: TokenizerProfile) -> Counting:
+    """The model's counting now (an unknown or unsaved model: uncalibrated, with the full margin)."""
+    calibration = await repos.calibrations.get(model.id, base.name) if model is not None else Calibration()
+    return Counting(base, calibration, calibrated(base, calibration, base_margin()))
+
+
+async def learn(
+    db: Database,
+    model: ModelRow | None,
+    base: TokenizerProfile,
+    sent: dict[str, Any] | Sequence[Message],
+    usage: Usage | None,
+) -> Calibration | None:
+    """Fold one successful call into the model's factor; never fails the caller (the reply is already stored).
+
+    ``sent`` is the exact request: a serialized payload (``{"messages", "system"}``) or its core messages.
+    """
+    if model is None or usage is None or usage.input_tokens <= 0:
+        return None
+    estimated = payload_tokens(sent, base) if isinstance(sent, dict) else base.count_messages(list(sent))
+    try:
+        async with db.session() as session:
+            return await Repositories(session).calibrations.observe(model.id, base.name, estimated, usage.input_tokens)
+    except Exception as error:  # a lost observation only delays calibration
+        log.warning("could not record the calibration of model %s (%s)", model.id, type(error).__name__)
+        return None
