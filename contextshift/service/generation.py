@@ -284,6 +284,8 @@ class Generations:
                     continue
                 await self.finish_failed(chat_id, generation_id, error.code, audit_updates=retry.updates("failed"))
                 raise
+            except TokenBudgetExceeded:  # count_tokens showed the protected context alone is over (audit finished)
+                raise
             except BaseException:
                 await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
                 raise
@@ -330,6 +332,9 @@ class Generations:
                     continue
                 await self.finish_failed(chat_id, generation_id, error.code, audit_updates=retry.updates("failed"))
                 yield Failed(error.code, error.message)
+                return
+            except TokenBudgetExceeded as budget_error:  # from count_tokens (the audit is finished)
+                yield Failed(budget_error.code, budget_error.message)
                 return
             except BaseException:
                 await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)

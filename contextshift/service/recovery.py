@@ -54,11 +54,13 @@ def near_budget(result: PipelineResult, profile: TokenizerProfile) -> bool:
     return result.budget["prompt_tokens"] >= budget * (1.0 - max(margin, NEAR_SHARE))
 
 
-async def exact_count(count: Callable[[ChatRequest], Awaitable[int]], request: ChatRequest) -> int | None:
-    """The provider's exact count of ``request``, cached by content; None when it cannot say."""
-    key = hashlib.sha256(
-        json.dumps([request.model, request.system, request.messages], sort_keys=True, default=str).encode()
-    ).hexdigest()
+async def exact_count(
+    count: Callable[[ChatRequest], Awaitable[int]], request: ChatRequest, scope: str = ""
+) -> int | None:
+    """The provider's exact count of ``request``, cached by content (per ``scope``: the provider); None when
+    it cannot say."""
+    content = [scope, request.model, request.system, request.messages]
+    key = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
     if key in _exact_cache:
         _exact_cache.move_to_end(key)
         return _exact_cache[key]
@@ -146,7 +148,7 @@ class ContextRetry:
         count = getattr(client, "count_tokens", None)
         if count is None:
             return None
-        exact = await exact_count(count, request)
+        exact = await exact_count(count, request, turn.provider.id)
         if exact is None or exact <= result.budget["context_limit"] - result.budget["response_reserve"]:
             return None
         return await self._shift(result, exact, None, EXACT_COUNT, None)

@@ -241,7 +241,8 @@ async def test_compaction_with_a_dense_summarizer_shrinks_the_pass_instead_of_fa
 
 async def test_anthropic_count_tokens_near_the_budget_avoids_the_rejection(service: Service) -> None:
     ids = await long_chat(service, model="claude-mystery", kind="anthropic")
-    await service.http.patch(f"/api/v2/providers/{ids['provider']}", json={"count_tokens": True})
+    patched = await service.http.patch(f"/api/v2/providers/{ids['provider']}", json={"count_tokens": True})
+    assert patched.status_code == 200 and patched.json()["provider"]["count_tokens"] is True
     service.fake.count_as(chars_per_token=DENSE, window=WINDOW)
     for turn in range(3):
         await generate(service, ids["chat"], f"turn {turn}")
@@ -264,3 +265,33 @@ async def test_without_count_tokens_the_anthropic_rejection_is_recovered(service
     assert not any(r.protocol == "anthropic-count" for r in service.fake.requests)
     attempts = (await audit_of(service, ids["chat"]))["attempts"]
     assert attempts[0]["reported_tokens"] == Counting(DENSE).prompt_tokens(chat_requests(service)[0].json)
+
+
+async def test_exact_counts_come_from_the_real_endpoint_once_per_content(fake: Any) -> None:
+    from contextshift.providers import ChatRequest, make_client
+    from contextshift.service.recovery import exact_count
+
+    fake.count_as(chars_per_token=DENSE)
+    client = make_client("anthropic", fake.base_url, "sk-test")
+    request = ChatRequest(model="claude-x", messages=[{"role": "user", "content": "x" * 260}], system="be brief")
+    try:
+        scope = fake.base_url + "/unique-to-this-test"
+        first = await exact_count(client.count_tokens, request, scope)  # type: ignore[attr-defined]
+        again = await exact_count(client.count_tokens, request, scope)  # type: ignore[attr-defined]
+    finally:
+        await client.aclose()
+    assert first == again == 3 + (3 + 4) + (3 + 100)
+    assert [r.path for r in fake.requests] == ["/v1/messages/count_tokens"]
+
+
+async def test_an_unreachable_count_tokens_leaves_the_estimate() -> None:
+    from contextshift.providers import ChatRequest, make_client
+    from contextshift.service.recovery import exact_count
+    from tests.fakes import closed_port_url
+
+    client = make_client("anthropic", closed_port_url(), "sk-test")
+    try:
+        request = ChatRequest(model="claude-x", messages=[{"role": "user", "content": "unreachable"}])
+        assert await exact_count(client.count_tokens, request) is None  # type: ignore[attr-defined]
+    finally:
+        await client.aclose()
