@@ -51,6 +51,7 @@ from contextshift.tokenizers import get_tokenizer
 from tests.fakes import Counting, FakeProvider
 
 from .report import say
+from .signin import BENCH_HEADERS, BENCH_TOKEN
 
 RESULTS = Path(__file__).resolve().parent / "results" / "calibration.md"
 DENSITIES = (2.0, 1.5, 1.0, 0.7)
@@ -144,9 +145,9 @@ async def run_contextshift(fake: FakeProvider, density: float, turns: int, seed:
     fake.count_as(counting)
     outcome = Outcome("contextshift", density, turns)
     with tempfile.TemporaryDirectory() as folder:
-        app = create_app(database=Database(f"sqlite:///{Path(folder) / 'bench.db'}"))
+        app = create_app(database=Database(f"sqlite:///{Path(folder) / 'bench.db'}"), admin_token=BENCH_TOKEN)
         with Server(app) as url:
-            async with httpx.AsyncClient(base_url=url + API, timeout=60) as http:
+            async with httpx.AsyncClient(base_url=url + API, timeout=60, headers=BENCH_HEADERS) as http:
 
                 async def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
                     response = await http.post(path, json=body)

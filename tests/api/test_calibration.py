@@ -15,7 +15,7 @@ import pytest
 from contextshift import get_tokenizer
 from contextshift.api.app import create_app
 from contextshift.pipeline import payload_tokens
-from tests.api.conftest import CLIENT_OPTIONS, Server, Service
+from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Server, Service, bearer
 from tests.fakes import Counting
 
 DENSE = 2.6  # characters a token of the fake model: about 1.5x denser than the 4-characters estimate
@@ -108,11 +108,11 @@ async def test_the_factor_survives_a_restart_and_the_new_instance_does_not_overf
     for turn in range(3):
         await generate(service, ids["chat"], f"turn {turn}")
     before = (await model_view(service, ids["model"]))["calibration"]
-    second = create_app(database=service.backend.database(), client_options=CLIENT_OPTIONS)
+    second = create_app(database=service.backend.database(), client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN)
     with Server(second) as url:
         import httpx
 
-        async with httpx.AsyncClient(base_url=url, timeout=20) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
             after = (await http.get(f"/api/v2/models/{ids['model']}")).json()["model"]["calibration"]
             assert after == before and after["calls"] == 4
             seen = len(service.fake.requests)
