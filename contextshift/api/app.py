@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -17,12 +18,13 @@ from ..providers import make_client
 from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
 from ..service.compaction import Compactor
 from ..service.generation import ClientFactory, Generations
+from ..service.proxy import ProxyService
 from ..storage import Database
 from ..web import include_web_api, mount_web
 from .auth import AuthMiddleware, caller
 from .errors import error_responses, install_error_handlers
 from .limits import RequestLimits, max_body_bytes_from_env
-from .routes import bots, catalog, chats, compaction, generation, users
+from .routes import bots, catalog, chats, compaction, generation, openai_compat, proxy_audits, users
 
 API_PREFIX = "/api/v2"
 #: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
@@ -46,6 +48,7 @@ def create_app(
     admin_token: str | None = None,
     on_started: Callable[[Bootstrap], None] | None = None,
     max_body_bytes: int | None = None,
+    proxy_audit_ttl: timedelta | None = None,
 ) -> FastAPI:
     """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
     a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``.
@@ -53,6 +56,8 @@ def create_app(
     ``admin_token`` (default ``CONTEXTSHIFT_ADMIN_TOKEN``) is the first admin's token; without one a random
     token is made on the first start. ``on_started`` gets what start-up did (e.g. to print the login URL once).
     ``max_body_bytes``: the largest request body (default ``CONTEXTSHIFT_MAX_BODY_BYTES``, else 8 MiB).
+    ``proxy_audit_ttl`` is how long the OpenAI-compatible endpoint's audits are kept (default
+    ``CONTEXTSHIFT_PROXY_AUDIT_HOURS``, else 24 hours).
     """
     token = configured_admin_token(admin_token)
     db = database if database is not None else Database(database_url)
@@ -60,6 +65,7 @@ def create_app(
     limit = max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env()
     compactor = Compactor(db, client_factory=client_factory, client_options=options)
     jobs = InProcessJobRunner(db, compactor)
+    proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=proxy_audit_ttl)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -72,7 +78,7 @@ def create_app(
         # One HTTP connection pool for every provider call (no TLS set-up per turn) unless the caller gave one.
         shared = None if "http_client" in options else httpx.AsyncClient()
         if shared is not None:
-            for holder in (app.state.generations.client_options, compactor.client_options):
+            for holder in (app.state.generations.client_options, compactor.client_options, proxy.client_options):
                 holder["http_client"] = shared
         await jobs.start()  # picks up background compaction left pending by a restart
         try:
@@ -81,7 +87,7 @@ def create_app(
             await jobs.stop()
             await app.state.generations.settle()
             if shared is not None:
-                for holder in (app.state.generations.client_options, compactor.client_options):
+                for holder in (app.state.generations.client_options, compactor.client_options, proxy.client_options):
                     holder.pop("http_client", None)
                 await shared.aclose()
             await db.close()
@@ -96,14 +102,16 @@ def create_app(
     app.state.compactor = compactor
     app.state.jobs = jobs
     app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
+    app.state.proxy = proxy
     install_error_handlers(app)
     app.add_middleware(AuthMiddleware)
     app.add_middleware(RequestLimits, max_body_bytes=limit)  # outermost: nothing runs for an oversized body
     api = APIRouter(dependencies=API_DEPENDENCIES, responses=error_responses(401, 404, 413))
-    for module in (catalog, bots, chats, generation, compaction, users):
+    for module in (catalog, bots, chats, generation, compaction, users, proxy_audits):
         api.include_router(module.router)
     include_web_api(api)
     app.include_router(api, prefix=API_PREFIX)
+    app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> Health:

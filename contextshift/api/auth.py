@@ -10,7 +10,7 @@ both in the usual envelope and with ``WWW-Authenticate: Bearer``. Routes take th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -101,7 +101,16 @@ class AuthMiddleware:
         try:
             principal = await self.authenticate(request)
         except AuthError as error:
-            body = {"error": {"code": error.code, "message": error.message, "params": {}}}
+            body: dict[str, Any] = {"error": {"code": error.code, "message": error.message, "params": {}}}
+            if request.url.path == "/v1" or request.url.path.startswith("/v1/"):  # OpenAI's shape for its SDKs
+                body = {
+                    "error": {
+                        "message": error.message,
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                        "param": None,
+                    }
+                }
             await JSONResponse(body, status_code=401, headers=error.headers)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal

@@ -286,6 +286,29 @@ class AuditRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+class ProxyAuditRow(Base):
+    """V7: the audit of one call to the OpenAI-compatible endpoint, kept until ``expires_at``."""
+
+    __tablename__ = "proxy_audits"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", AUDIT_STATUSES), name="status"),
+        Index("ix_proxy_audits_user_id_created_at", "user_id", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(ID, primary_key=True)
+    #: Who made the call: only they may read the audit.
+    user_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), nullable=False)
+    model: Mapped[str] = mapped_column(String(200), nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="prepared")
+    error_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    excluded_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSONOrNull, nullable=True)
+    created_at: Mapped[datetime] = _created()
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, index=True)
+
+
 __all__ = [
     "AUDIT_STATUSES",
     "CHAT_TYPES",
@@ -303,6 +326,7 @@ __all__ = [
     "MessageTokensRow",
     "ModelRow",
     "ProviderRow",
+    "ProxyAuditRow",
     "TokenCalibrationRow",
 ]
 

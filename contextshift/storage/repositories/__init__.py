@@ -19,6 +19,7 @@ from .lorebooks import LorebookRepository
 from .memories import MemoryRepository
 from .messages import MessagePage, MessageRepository
 from .providers import ModelRepository, ProviderRepository
+from .proxy_audits import ProxyAuditRepository
 from .users import Issued, NameTaken, TokenRepository, UserRepository, hash_secret, new_secret
 from .window import RecentWindow, recent_window, token_counts
 
@@ -40,6 +41,7 @@ class Repositories:
         self.users = UserRepository(session)
         self.tokens = TokenRepository(session)
         self.calibrations = CalibrationRepository(session)
+        self.proxy_audits = ProxyAuditRepository(session)
 
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "ModelRepository",
     "NameTaken",
     "ProviderRepository",
+    "ProxyAuditRepository",
     "RecentWindow",
     "Repositories",
     "TokenRepository",

@@ -1,0 +1,498 @@
+"""The OpenAI-compatible endpoint's work (V7): fit a caller's request to a model's window, forward it, audit it.
+
+A :class:`ProxyCall` is what a caller asked for, in OpenAI's vocabulary. :meth:`ProxyService.prepare`
+resolves the model (by name or id; enabled, on an enabled provider), fits the messages with the prompt
+pipeline (the same shifting, strategies and audit entries as a chat), and records the audit before anything
+is sent. :meth:`ProxyService.complete` and :meth:`ProxyService.stream` forward the fitted request to the
+model's provider and finish the audit exactly once.
+
+Fitting rules:
+
+* the budget is the model's window, minus the reply reserve (the request's ``max_tokens`` or
+  ``max_completion_tokens``; else the model's ``max_output_tokens``, at most :data:`DEFAULT_RESERVE`), minus
+  the tokens of the tool definitions and other request options that travel with the messages;
+* system (and ``developer``) messages and the last user message are protected; tool calls and their results
+  are removed together or not at all;
+* kept messages go to an OpenAI-compatible provider exactly as the caller sent them (contextshift's own
+  message keys such as ``pinned`` or ``meta`` are not honoured nor forwarded); an Anthropic provider gets
+  them translated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import anyio
+
+from ..core.host import default_registry
+from ..core.messages import Message
+from ..core.tokens import TokenizerProfile
+from ..pipeline import AuditEntry, PipelineRequest, PipelineResult, PromptBudgetExceeded, Sources, run_pipeline
+from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, StreamEvent, make_client
+from ..storage import Database, Repositories
+from ..storage.tables import ModelRow, ProviderRow
+from .errors import ServiceError
+from .turn import DEFAULT_CONTEXT_LIMIT, profile_for, serializer_for
+
+log = logging.getLogger("contextshift.proxy")
+
+ClientFactory = Callable[..., ProviderClient]
+
+#: The reply reserve when the request sets no ``max_tokens`` (and the model declares a larger output limit).
+DEFAULT_RESERVE = 1024
+#: How long an endpoint audit is kept unless ``CONTEXTSHIFT_PROXY_AUDIT_HOURS`` says otherwise.
+DEFAULT_AUDIT_TTL = timedelta(hours=24)
+#: Expired audits are deleted at most this often (by the next call after it).
+CLEANUP_EVERY_SECONDS = 60.0
+#: The template of an endpoint prompt: the caller's messages, the last user message as the input.
+PROXY_TEMPLATE = ("history", "input")
+#: Message keys that mean something to contextshift but are not OpenAI's: never honoured from a caller.
+_CONTEXTSHIFT_KEYS = frozenset({"id", "pinned", "source", "relevance", "workspace", "meta", "toolCallId", "callId"})
+#: Options translated for an Anthropic provider; any other option is not forwarded there (and the audit says so).
+_ANTHROPIC_SAME = ("temperature", "top_p", "top_k")
+
+
+def audit_ttl_from_env() -> timedelta:
+    raw = os.environ.get("CONTEXTSHIFT_PROXY_AUDIT_HOURS")
+    if not raw:
+        return DEFAULT_AUDIT_TTL
+    try:
+        hours = float(raw)
+    except ValueError:
+        log.warning("CONTEXTSHIFT_PROXY_AUDIT_HOURS=%r is not a number; keeping audits 24 hours", raw)
+        return DEFAULT_AUDIT_TTL
+    return timedelta(hours=max(hours, 0.0))
+
+
+# -- errors ----------------------------------------------------------------------------------------------
+
+
+def model_not_found(name: str) -> ServiceError:
+    return ServiceError(404, "MODEL_NOT_FOUND", f"The model {name!r} does not exist or is not enabled.", param="model")
+
+
+def invalid_request(message: str, param: str | None = None) -> ServiceError:
+    return ServiceError(400, "INVALID_REQUEST", message, param=param)
+
+
+class ContextTooLong(ServiceError):
+    """400: the protected messages (system messages, the last user message) alone exceed the budget."""
+
+    def __init__(self, audit_id: str, window: int, reserve: int, overhead: int, protected: int) -> None:
+        needed = protected + overhead
+        super().__init__(
+            400,
+            "CONTEXT_LENGTH_EXCEEDED",
+            f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+            f"{needed} tokens that cannot be dropped (system messages, the last user message"
+            f"{', tool definitions' if overhead else ''}) with {reserve} tokens reserved for the reply. "
+            "Please reduce the length of the messages or of the completion.",
+            param="messages",
+            context_limit=window,
+            response_reserve=reserve,
+            prompt_tokens=needed,
+        )
+        self.audit_id = audit_id
+
+
+class UpstreamFailed(Exception):
+    """A provider failure, with the audit it was recorded in."""
+
+    def __init__(self, error: ProviderError, audit_id: str, excluded: int) -> None:
+        super().__init__(error.code)
+        self.error = error
+        self.audit_id = audit_id
+        self.excluded = excluded
+
+
+# -- the call --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyCall:
+    """One request to the endpoint, in OpenAI's vocabulary."""
+
+    model: str
+    messages: Sequence[Mapping[str, Any]]
+    stream: bool = False
+    #: ``max_tokens`` or ``max_completion_tokens`` of the request (``max_tokens_field`` says which).
+    max_tokens: int | None = None
+    max_tokens_field: str = "max_tokens"
+    strategy: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    #: Every other field of the request (``tool_choice``, ``temperature``, ``response_format``, ...).
+    options: Mapping[str, Any] = field(default_factory=dict)
+    #: The signed-in caller: the audit is theirs.
+    user_id: str = ""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A fitted call with its audit prepared: ready to send."""
+
+    audit_id: str
+    model: ModelRow
+    provider: ProviderRow
+    result: PipelineResult
+    request: ChatRequest
+    excluded: int
+
+
+def core_messages(raw: Sequence[Mapping[str, Any]]) -> tuple[list[Message], list[dict[str, Any]]]:
+    """The request's messages as core messages (ids ``m0``, ``m1``, ...) and as the wire dicts to forward."""
+    if not isinstance(raw, list | tuple) or not raw:
+        raise invalid_request("messages must be a non-empty list.", "messages")
+    last_user = max((i for i, m in enumerate(raw) if isinstance(m, Mapping) and m.get("role") == "user"), default=-1)
+    messages: list[Message] = []
+    wire: list[dict[str, Any]] = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise invalid_request(f"messages[{index}] must be an object.", f"messages[{index}]")
+        role = item.get("role")
+        if role == "developer":
+            role = "system"
+        data: dict[str, Any] = {k: item[k] for k in ("content", "name", "tool_calls", "tool_call_id") if k in item}
+        data.update(role=role, id=f"m{index}")
+        if role == "system":
+            data["source"] = "system"
+        if index == last_user:
+            data["pinned"] = True
+        try:
+            messages.append(Message.from_dict(data))
+        except (TypeError, ValueError) as error:
+            raise invalid_request(f"messages[{index}]: {error}", f"messages[{index}]") from None
+        out = {k: v for k, v in item.items() if k not in _CONTEXTSHIFT_KEYS}
+        out["role"] = role
+        wire.append(out)
+    return messages, wire
+
+
+def request_overhead(call: ProxyCall, profile: TokenizerProfile) -> int:
+    """Tokens the request spends outside its messages: tool definitions, tool choice, response format."""
+    parts = [
+        json.dumps(value, ensure_ascii=False, sort_keys=True)
+        for value in (call.tools, call.options.get("tool_choice"), call.options.get("response_format"))
+        if value
+    ]
+    return profile.count("\n".join(parts)) if parts else 0
+
+
+def reply_reserve(call: ProxyCall, model: ModelRow) -> int:
+    if call.max_tokens is not None:
+        return call.max_tokens
+    return min(model.max_output_tokens or DEFAULT_RESERVE, DEFAULT_RESERVE)
+
+
+def _openai_serializer(wire: list[dict[str, Any]]) -> Callable[[list[Message]], dict[str, Any]]:
+    """Kept messages exactly as the caller sent them; anything a strategy wrote, serialized for OpenAI."""
+    fallback = serializer_for("openai")
+    by_id = {f"m{i}": m for i, m in enumerate(wire)}
+
+    def serialize(messages: list[Message]) -> dict[str, Any]:
+        out: list[dict[str, Any]] = []
+        for message in messages:
+            original = by_id.get(message.id)
+            out.extend([original] if original is not None else fallback([message])["messages"])
+        return {"messages": out}
+
+    return serialize
+
+
+def anthropic_options(call: ProxyCall) -> tuple[dict[str, Any], list[str]]:
+    """The request's options in Anthropic's spelling, and the names of those Anthropic has no field for."""
+    options = dict(call.options)
+    out: dict[str, Any] = {k: options.pop(k) for k in _ANTHROPIC_SAME if options.get(k) is not None}
+    stop = options.pop("stop", None)
+    if stop:
+        out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+    user = options.pop("user", None)
+    if isinstance(user, str) and user:
+        out["metadata"] = {"user_id": user}
+    choice = options.pop("tool_choice", None)
+    parallel = options.pop("parallel_tool_calls", None)
+    translated: dict[str, Any] | None = None
+    if choice == "auto":
+        translated = {"type": "auto"}
+    elif choice == "required":
+        translated = {"type": "any"}
+    elif choice == "none":
+        translated = {"type": "none"}
+    elif isinstance(choice, Mapping) and isinstance(choice.get("function"), Mapping):
+        translated = {"type": "tool", "name": str(choice["function"].get("name", ""))}
+    if parallel is False and call.tools:
+        translated = translated or {"type": "auto"}
+        if translated["type"] != "none":
+            translated["disable_parallel_tool_use"] = True
+    if translated is not None and call.tools:
+        out["tool_choice"] = translated
+    dropped = sorted(k for k, v in options.items() if v is not None)
+    return out, dropped
+
+
+# -- the service -----------------------------------------------------------------------------------------
+
+
+class ProxyService:
+    """Fits, forwards and audits endpoint calls against one database."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        client_factory: ClientFactory = make_client,
+        client_options: dict[str, Any] | None = None,
+        audit_ttl: timedelta | None = None,
+    ) -> None:
+        self.db = db
+        self.client_factory = client_factory
+        #: Shared with the generations (the app puts its HTTP connection pool here).
+        self.client_options = client_options if client_options is not None else {}
+        self.audit_ttl = audit_ttl if audit_ttl is not None else audit_ttl_from_env()
+        self._last_cleanup = 0.0
+
+    # -- models -------------------------------------------------------------------------------------------
+
+    async def models(self) -> list[ModelRow]:
+        """The models a caller may name: enabled chat models on enabled providers."""
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            providers = {p.id: p for p in await repos.providers.list_all() if p.enabled}
+            return [
+                m
+                for m in await repos.models.list_all()
+                if m.type == "chat" and m.enabled and m.provider_id in providers
+            ]
+
+    async def _resolve(self, repos: Repositories, name: str) -> tuple[ModelRow, ProviderRow]:
+        if not isinstance(name, str) or not name:
+            raise invalid_request("model must be a non-empty string.", "model")
+        candidates = [m for m in await repos.models.list_all() if m.type == "chat" and m.enabled]
+        chosen = next((m for m in candidates if m.id == name), None) or next(
+            (m for m in candidates if m.name == name), None
+        )
+        provider = await repos.providers.get(chosen.provider_id) if chosen is not None else None
+        if chosen is None or provider is None or not provider.enabled:
+            raise model_not_found(name)
+        return chosen, provider
+
+    # -- fitting ------------------------------------------------------------------------------------------
+
+    async def prepare(self, call: ProxyCall) -> Prepared:
+        """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` among them)."""
+        async with self.db.session() as session:
+            model, provider = await self._resolve(Repositories(session), call.model)
+        strategy = call.strategy or "truncate"
+        if strategy not in default_registry:
+            raise invalid_request(
+                f"Unknown context strategy {strategy!r}; registered: {', '.join(default_registry.names())}.",
+                "contextshift.strategy",
+            )
+        if call.options.get("n") not in (None, 1):
+            raise invalid_request("Only n=1 is supported.", "n")
+        messages, wire = core_messages(call.messages)
+        profile = profile_for(model)
+        notes: list[str] = []
+        window = model.context_window
+        if window is None:
+            window = DEFAULT_CONTEXT_LIMIT
+            notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
+        reserve = reply_reserve(call, model)
+        overhead = request_overhead(call, profile)
+        if overhead:
+            notes.append(f"{overhead} tokens of tool definitions and request options count against the window")
+        audit_id = uuid.uuid4().hex
+        serializer = _openai_serializer(wire) if provider.kind != "anthropic" else serializer_for("anthropic")
+        pipeline = PipelineRequest(
+            sources=Sources(history=messages),
+            profile=profile,
+            context_limit=window - overhead,
+            response_reserve=reserve,
+            strategy=strategy,
+            template=PROXY_TEMPLATE,
+            serializer=serializer,
+            model=model.name,
+            notes=notes,
+        )
+        base = {"provider_id": provider.id, "provider_kind": provider.kind, "model": model.name}
+        try:
+            result = run_pipeline(pipeline)
+        except PromptBudgetExceeded as error:
+            protected = int(str(error.params.get("prompt_tokens", error.protected_tokens)))
+            failure = ContextTooLong(audit_id, window, reserve, overhead, protected)
+            payload = {
+                **base,
+                "tokenizer": {"profile": profile.name, "approximate": profile.approximate},
+                "budget": {"context_limit": window, "response_reserve": reserve, "prompt_tokens": protected + overhead},
+                "context_strategy": strategy,
+                "entries": [],
+                "provider_messages": [],
+                "diagnostics": [*notes, failure.message],
+                "excluded_count": 0,
+            }
+            await self._record(audit_id, call, model, payload, 0, failed=failure.code)
+            raise failure from None
+        self._account_overhead(result, window, overhead, call)
+        request, dropped = self._chat_request(call, model, provider, result)
+        if dropped:
+            result.diagnostics.append(f"not forwarded to an Anthropic provider (no such field): {', '.join(dropped)}")
+        payload = {**base, **result.to_dict()}
+        await self._record(audit_id, call, model, payload, result.excluded_count)
+        return Prepared(audit_id, model, provider, result, request, result.excluded_count)
+
+    @staticmethod
+    def _account_overhead(result: PipelineResult, window: int, overhead: int, call: ProxyCall) -> None:
+        """Report the whole window in the audit, with the tool definitions as one protected block."""
+        result.budget["context_limit"] = window
+        result.budget["prompt_tokens"] += overhead
+        if overhead:
+            text = json.dumps(call.tools or [], ensure_ascii=False)
+            result.entries.append(
+                AuditEntry(
+                    identifier="request.tools",
+                    role="system",
+                    source="system",
+                    content=text if len(text) <= 20_000 else text[:20_000] + "…",
+                    tokens=overhead,
+                    included=True,
+                    reason="protected",
+                    order=len(result.entries),
+                    name="tools",
+                )
+            )
+
+    @staticmethod
+    def _chat_request(
+        call: ProxyCall, model: ModelRow, provider: ProviderRow, result: PipelineResult
+    ) -> tuple[ChatRequest, list[str]]:
+        payload = result.payload
+        if provider.kind == "anthropic":
+            extra, dropped = anthropic_options(call)
+            max_tokens = call.max_tokens if call.max_tokens is not None else result.max_tokens
+            request = ChatRequest(
+                model=model.name,
+                messages=list(payload["messages"]),
+                system=payload.get("system") or None,
+                max_tokens=max_tokens,
+                stream=call.stream,
+                tools=call.tools,
+                extra=extra,
+            )
+            return request, dropped
+        extra = {k: v for k, v in call.options.items() if k not in ("stream", "stream_options")}
+        if call.max_tokens is not None:
+            extra[call.max_tokens_field] = call.max_tokens
+        request = ChatRequest(
+            model=model.name, messages=list(payload["messages"]), stream=call.stream, tools=call.tools, extra=extra
+        )
+        return request, []
+
+    async def _record(
+        self,
+        audit_id: str,
+        call: ProxyCall,
+        model: ModelRow,
+        payload: dict[str, Any],
+        excluded: int,
+        *,
+        failed: str | None = None,
+    ) -> None:
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            await repos.proxy_audits.prepare(
+                audit_id,
+                user_id=call.user_id,
+                model=model.name,
+                payload=payload,
+                excluded_count=excluded,
+                ttl=self.audit_ttl,
+            )
+            if failed is not None:
+                await repos.proxy_audits.finish(audit_id, "failed", error_code=failed)
+            now = time.monotonic()
+            if now - self._last_cleanup >= CLEANUP_EVERY_SECONDS:
+                self._last_cleanup = now
+                deleted = await repos.proxy_audits.delete_expired()
+                if deleted:
+                    log.info("deleted %d expired endpoint audit(s)", deleted)
+
+    # -- forwarding ---------------------------------------------------------------------------------------
+
+    def _client(self, provider: ProviderRow) -> ProviderClient:
+        return self.client_factory(provider.kind, provider.base_url, provider.api_key, **self.client_options)
+
+    async def _finish(
+        self, prepared: Prepared, status: str, *, code: str | None = None, reply: ChatResult | None = None
+    ) -> None:
+        usage = None
+        if reply is not None and reply.usage is not None:
+            usage = {
+                "input_tokens": reply.usage.input_tokens,
+                "output_tokens": reply.usage.output_tokens,
+                "cached_input_tokens": reply.usage.cached_input_tokens,
+            }
+        with anyio.CancelScope(shield=True):
+            async with self.db.session() as session:
+                await Repositories(session).proxy_audits.finish(prepared.audit_id, status, error_code=code, usage=usage)
+
+    async def complete(self, prepared: Prepared) -> ChatResult:
+        """Send the fitted request and wait for the whole reply; raises :class:`UpstreamFailed`."""
+        client = self._client(prepared.provider)
+        try:
+            reply = await client.complete(prepared.request)
+        except ProviderError as error:
+            await self._finish(prepared, "failed", code=error.code)
+            raise UpstreamFailed(error, prepared.audit_id, prepared.excluded) from None
+        except BaseException:
+            await self._finish(prepared, "cancelled", code="GENERATION_CANCELLED")
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+        await self._finish(prepared, "completed", reply=reply)
+        return reply
+
+    async def stream(self, prepared: Prepared) -> AsyncGenerator[StreamEvent, None]:
+        """Stream the fitted request: ``TextDelta`` events, then one ``Finished``; raises :class:`UpstreamFailed`.
+
+        Closing the iterator early (the caller went away) cancels the provider call and marks the audit
+        ``cancelled``.
+        """
+        client = self._client(prepared.provider)
+        finished: ChatResult | None = None
+        try:
+            async with client.stream(prepared.request) as events:
+                async for event in events:
+                    if isinstance(event, Finished):
+                        finished = event.result
+                    yield event
+        except ProviderError as error:
+            await self._finish(prepared, "failed", code=error.code)
+            raise UpstreamFailed(error, prepared.audit_id, prepared.excluded) from None
+        except BaseException:
+            await self._finish(prepared, "cancelled", code="GENERATION_CANCELLED")
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+        await self._finish(prepared, "completed", reply=finished)
+
+
+__all__ = [
+    "DEFAULT_AUDIT_TTL",
+    "DEFAULT_RESERVE",
+    "ContextTooLong",
+    "Prepared",
+    "ProxyCall",
+    "ProxyService",
+    "UpstreamFailed",
+    "anthropic_options",
+    "core_messages",
+]

@@ -1,0 +1,116 @@
+"""Audits of the OpenAI-compatible endpoint (V7): one per call, readable by its caller until it expires.
+
+``prepare`` inserts the audit before the provider call; ``finish`` ends it once (a conditional UPDATE).
+Reads never return an expired audit, whether or not :meth:`ProxyAuditRepository.delete_expired` has run.
+Returns ``ProxyAuditRow`` objects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..errors import InvalidValue
+from ..tables import ProxyAuditRow
+from ..types import utcnow
+from ._common import execute_rowcount
+from .audits import GENERATION_FAILED, TERMINAL_STATUSES, normalize_error_code
+
+
+def _storable(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON copy without NUL characters (PostgreSQL refuses them; a caller's text may hold them)."""
+    encoded = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+    if "\\u0000" in encoded:
+        encoded = encoded.replace("\\u0000", "")
+    result: dict[str, Any] = json.loads(encoded)
+    return result
+
+
+class ProxyAuditRepository:
+    """The endpoint's audits, each owned by the user who made the call."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def prepare(
+        self,
+        audit_id: str,
+        *,
+        user_id: str,
+        model: str,
+        payload: Mapping[str, Any],
+        excluded_count: int,
+        ttl: timedelta,
+    ) -> ProxyAuditRow:
+        now = utcnow()
+        row = ProxyAuditRow(
+            id=audit_id,
+            user_id=user_id,
+            model=model[:200],
+            status="prepared",
+            excluded_count=excluded_count,
+            payload=_storable(payload),
+            created_at=now,
+            expires_at=now + ttl,
+        )
+        self.session.add(row)
+        await self.session.flush()
+        return row
+
+    async def finish(
+        self,
+        audit_id: str,
+        status: str,
+        *,
+        error_code: str | None = None,
+        usage: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """End a prepared audit with a terminal status; False when it is not prepared (finished, or gone)."""
+        if status not in TERMINAL_STATUSES:
+            raise InvalidValue("status", f"must be one of {', '.join(TERMINAL_STATUSES)}")
+        code = normalize_error_code(error_code) if error_code is not None else None
+        if status == "failed" and code is None:
+            code = GENERATION_FAILED
+        values: dict[str, Any] = {"status": status, "error_code": code, "finished_at": utcnow()}
+        if usage is not None:
+            values["usage"] = _storable(usage)
+        statement = (
+            update(ProxyAuditRow)
+            .where(ProxyAuditRow.id == audit_id, ProxyAuditRow.status == "prepared")
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        return await execute_rowcount(self.session, statement) == 1
+
+    async def get(self, audit_id: str, *, user_id: str, now: datetime | None = None) -> ProxyAuditRow | None:
+        """The audit if it belongs to ``user_id`` and has not expired, else None."""
+        statement = select(ProxyAuditRow).where(
+            ProxyAuditRow.id == audit_id,
+            ProxyAuditRow.user_id == user_id,
+            ProxyAuditRow.expires_at > (now or utcnow()),
+        )
+        result = await self.session.scalars(statement, execution_options={"populate_existing": True})
+        return result.one_or_none()
+
+    async def recent(self, *, user_id: str, limit: int = 50) -> list[ProxyAuditRow]:
+        """The caller's unexpired audits, newest first (the payload is loaded too: keep ``limit`` small)."""
+        statement = (
+            select(ProxyAuditRow)
+            .where(
+                ProxyAuditRow.user_id == user_id,
+                ProxyAuditRow.expires_at > utcnow(),
+            )
+            .order_by(ProxyAuditRow.created_at.desc(), ProxyAuditRow.id)
+            .limit(limit)
+        )
+        return list((await self.session.scalars(statement)).all())
+
+    async def delete_expired(self, now: datetime | None = None) -> int:
+        """Delete every audit whose time is up; returns how many."""
+        statement = delete(ProxyAuditRow).where(ProxyAuditRow.expires_at <= (now or utcnow()))
+        return await execute_rowcount(self.session, statement.execution_options(synchronize_session=False))

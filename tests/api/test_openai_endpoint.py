@@ -1,0 +1,465 @@
+"""The drop-in OpenAI-compatible endpoint (V7) with the real openai SDK and LangChain against the real server.
+
+The service runs under uvicorn on a loopback port; the fake provider stands in for the model's provider.
+Every SDK client is built with ``max_retries=0`` so that each test counts the requests the fake received.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
+from langchain_openai import ChatOpenAI
+
+from contextshift.core.groups import build_groups
+from contextshift.core.messages import Message
+from contextshift.tokenizers import get_tokenizer
+from tests.api.conftest import Account, Service
+from tests.fakes import SECRET, Error, FakeToolCall, Raw, Reply, closed_port_url
+
+PROVIDER_KEY = "sk-test-KEY-789"
+
+
+def sync_client(service: Service, token: str | None = None) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{service.url}/v1", api_key=token or service.token, max_retries=0)
+
+
+def async_client(service: Service, token: str | None = None) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{service.url}/v1", api_key=token or service.token, max_retries=0)
+
+
+async def setup_model(service: Service, *, kind: str = "openai", window: int | None = 8000, **model: Any) -> str:
+    ids = await service.setup_chat(kind=kind, context_window=window, **model)
+    return ids["model"]
+
+
+async def audit(service: Service, audit_id: str) -> dict[str, Any]:
+    response = await service.http.get(f"/api/v2/proxy-audits/{audit_id}")
+    assert response.status_code == 200, response.text
+    return response.json()["audit"]  # type: ignore[no-any-return]
+
+
+def never_leaks(text: str) -> None:
+    assert SECRET not in text and PROVIDER_KEY not in text
+
+
+# -- answers ---------------------------------------------------------------------------------------------
+
+
+async def test_the_sync_sdk_gets_a_completion_with_usage_and_the_visibility_headers(service: Service) -> None:
+    await setup_model(service)
+    service.fake.script(Reply("Hello there!", input_tokens=50, cached_input_tokens=40, output_tokens=3))
+    raw = sync_client(service).chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=[{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]
+    )
+    completion = raw.parse()
+    assert completion.choices[0].message.content == "Hello there!"
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.object == "chat.completion" and completion.model == "gpt-4o"
+    assert completion.usage is not None
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens) == (50, 3)
+    assert completion.usage.prompt_tokens_details is not None
+    assert completion.usage.prompt_tokens_details.cached_tokens == 40
+    assert raw.headers["x-contextshift-excluded"] == "0"
+    sent = service.fake.last
+    assert sent.path == "/chat/completions" and sent.headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert sent.messages == [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]
+    assert "max_tokens" not in sent.json  # the caller set none: the provider's own limit applies
+    record = await audit(service, raw.headers["x-contextshift-audit"])
+    assert record["status"] == "completed" and record["model"] == "gpt-4o" and record["excluded_count"] == 0
+    assert {k: record["usage"][k] for k in ("input_tokens", "output_tokens", "cached_input_tokens")} == {
+        "input_tokens": 50,
+        "output_tokens": 3,
+        "cached_input_tokens": 40,
+    }
+    assert [e["reason"] for e in record["entries"]] == ["protected", "protected"]
+
+
+async def test_a_model_is_named_by_its_id_too(service: Service) -> None:
+    model_id = await setup_model(service)
+    async with async_client(service) as client:
+        completion = await client.chat.completions.create(
+            model=model_id, messages=[{"role": "user", "content": "ping"}]
+        )
+    assert completion.choices[0].message.content == "Echo: ping"
+    assert service.fake.last.json["model"] == "gpt-4o"  # the provider gets the model's own name
+
+
+async def test_the_async_sdk_streams_text_then_usage_then_done(service: Service) -> None:
+    await setup_model(service)
+    service.fake.script(Reply("one two three", input_tokens=12, output_tokens=3))
+    async with async_client(service) as client:
+        stream = await client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "count"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "one two three"
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["stop"]
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (12, 3)
+    assert all(c.usage is None for c in chunks[:-1])
+    assert service.fake.last.stream
+
+
+async def test_a_stream_without_include_usage_has_no_usage_chunk(service: Service) -> None:
+    await setup_model(service)
+    with httpx.Client(base_url=service.url, timeout=20) as http:
+        response = http.post(
+            "/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+            headers={"Authorization": f"Bearer {service.token}"},
+        )
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["x-contextshift-excluded"] == "0" and response.headers["x-contextshift-audit"]
+    lines = [line for line in response.text.split("\n\n") if line]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert all("usage" not in c for c in chunks)
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+
+
+async def test_tool_calls_come_back_in_openai_shape_streaming_or_not(service: Service) -> None:
+    await setup_model(service)
+    calls = [FakeToolCall("call_a", "weather", {"city": "Oslo"}), FakeToolCall("call_b", "time", {"tz": "CET"})]
+    service.fake.script(
+        Reply(tool_calls=calls, finish_reason="tool_calls"), Reply(tool_calls=calls, finish_reason="tool_calls")
+    )
+    tools = [
+        {"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
+        for n in ("weather", "time")
+    ]
+    client = sync_client(service)
+    completion = client.chat.completions.create(
+        model="gpt-4o",
+        messages=[{"role": "user", "content": "weather and time?"}],
+        tools=tools,  # type: ignore[arg-type]
+    )
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls is not None
+    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == [  # type: ignore[union-attr]
+        ("call_a", "weather", {"city": "Oslo"}),
+        ("call_b", "time", {"tz": "CET"}),
+    ]
+    with client.chat.completions.stream(
+        model="gpt-4o",
+        messages=[{"role": "user", "content": "weather and time?"}],
+        tools=tools,  # type: ignore[arg-type]
+    ) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+    streamed = final.choices[0].message.tool_calls
+    assert streamed is not None and [(c.id, c.function.name) for c in streamed] == [  # type: ignore[union-attr]
+        ("call_a", "weather"),
+        ("call_b", "time"),
+    ]
+    assert final.choices[0].finish_reason == "tool_calls"
+
+
+async def test_standard_fields_pass_through_and_their_tokens_count(service: Service) -> None:
+    await setup_model(service)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look a word up. " * 50,
+                "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
+            },
+        }
+    ]
+    raw = sync_client(service).chat.completions.with_raw_response.create(
+        model="gpt-4o",
+        messages=[{"role": "user", "content": "define 'shift'"}],
+        tools=tools,  # type: ignore[arg-type]
+        tool_choice="auto",
+        temperature=0.2,
+        top_p=0.9,
+        seed=7,
+        response_format={"type": "json_object"},
+        max_completion_tokens=300,
+        user="app-user-1",
+    )
+    sent = service.fake.last.json
+    assert sent["tools"] == tools and sent["tool_choice"] == "auto" and sent["temperature"] == 0.2
+    assert sent["top_p"] == 0.9 and sent["seed"] == 7 and sent["response_format"] == {"type": "json_object"}
+    assert sent["max_completion_tokens"] == 300 and "max_tokens" not in sent and sent["user"] == "app-user-1"
+    assert "contextshift" not in sent
+    record = await audit(service, raw.headers["x-contextshift-audit"])
+    tools_entry = next(e for e in record["entries"] if e["identifier"] == "request.tools")
+    assert tools_entry["tokens"] > 100 and tools_entry["reason"] == "protected"
+    assert record["budget"]["response_reserve"] == 300 and record["budget"]["context_limit"] == 8000
+    messages_tokens = sum(e["tokens"] for e in record["entries"] if e["identifier"] != "request.tools")
+    assert record["budget"]["prompt_tokens"] >= messages_tokens + tools_entry["tokens"] - 8
+
+
+async def test_models_lists_the_enabled_chat_models(service: Service) -> None:
+    await setup_model(service)
+    disabled = await setup_model(service, model="gpt-disabled")
+    response = await service.http.patch(f"/api/v2/models/{disabled}", json={"enabled": False})
+    assert response.status_code == 200, response.text
+    listed = sync_client(service).models.list()
+    assert [m.id for m in listed.data] == ["gpt-4o"] and listed.data[0].owned_by == "contextshift"
+
+
+# -- fitting ---------------------------------------------------------------------------------------------
+
+
+def long_agent_conversation(turns: int) -> list[dict[str, Any]]:
+    """A system prompt, then ``turns`` rounds of user question, parallel tool calls, results, answer."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a research agent."}]
+    for n in range(turns):
+        messages.append({"role": "user", "content": f"Question {n}: " + "what about this topic? " * 8})
+        calls = [
+            {
+                "id": f"call_{n}_{k}",
+                "type": "function",
+                "function": {"name": "search", "arguments": f'{{"q": "{n}-{k}"}}'},
+            }
+            for k in range(2)
+        ]
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for k in range(2):
+            messages.append({"role": "tool", "tool_call_id": f"call_{n}_{k}", "content": f"result {n}-{k} " * 20})
+        if n < turns - 1:
+            messages.append({"role": "assistant", "content": f"Answer {n}: " + "it is like so. " * 10})
+    return messages
+
+
+async def test_a_400_message_agent_conversation_is_fitted_with_no_orphaned_tool_result(service: Service) -> None:
+    await setup_model(service, window=4000)
+    messages = long_agent_conversation(80)  # 1 + 80 * 5 - 1 = 400 messages, ending with tool results
+    assert len(messages) == 400
+    raw = sync_client(service).chat.completions.with_raw_response.create(
+        model="gpt-4o",
+        messages=messages,
+        max_tokens=500,  # type: ignore[arg-type]
+    )
+    sent = service.fake.last.messages
+    excluded = int(raw.headers["x-contextshift-excluded"])
+    assert excluded > 0 and len(sent) == 400 - excluded
+    profile = get_tokenizer("gpt-4o")  # a fresh count of what the fake received, with the model's tokenizer
+    assert profile.count_messages([Message.from_dict(m) for m in sent]) <= 4000 - 500
+    assert sent[0] == messages[0]  # the system prompt is protected
+    assert sent[-3:] == messages[-3:]  # the last round: its call and both results
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    assert messages[last_user] in sent
+    call_ids = {c["id"] for m in sent for c in m.get("tool_calls") or []}
+    result_ids = {m["tool_call_id"] for m in sent if m["role"] == "tool"}
+    assert result_ids == call_ids  # no orphaned result, no orphaned call
+    for m in sent:  # kept messages are forwarded exactly as sent
+        assert m in messages
+    groups = build_groups([Message.from_dict(m) for m in sent])
+    assert all(len(g.members) in (1, 3) for g in groups)
+    record = await audit(service, raw.headers["x-contextshift-audit"])
+    assert record["excluded_count"] == excluded
+    assert sum(1 for e in record["entries"] if not e["included"]) == excluded
+    assert {e["reason"] for e in record["entries"] if not e["included"]} == {"context-shift"}
+
+
+async def test_a_strategy_is_chosen_per_request_and_an_unknown_one_is_refused(service: Service) -> None:
+    await setup_model(service, window=2000)
+    messages = long_agent_conversation(30)
+    raw = sync_client(service).chat.completions.with_raw_response.create(
+        model="gpt-4o",
+        messages=messages,  # type: ignore[arg-type]
+        extra_body={"contextshift": {"strategy": "truncate"}},
+    )
+    assert (await audit(service, raw.headers["x-contextshift-audit"]))["context_strategy"] == "truncate"
+    with pytest.raises(openai.BadRequestError) as caught:
+        sync_client(service).chat.completions.create(
+            model="gpt-4o",
+            messages=messages,
+            extra_body={"contextshift": {"strategy": "no-such-strategy"}},  # type: ignore[arg-type]
+        )
+    assert caught.value.param == "contextshift.strategy"
+
+
+# -- errors ----------------------------------------------------------------------------------------------
+
+
+async def test_an_unknown_model_is_not_found(service: Service) -> None:
+    await setup_model(service)
+    with pytest.raises(openai.NotFoundError) as caught:
+        sync_client(service).chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.code == "model_not_found" and caught.value.param == "model"
+    assert service.fake.requests == []
+
+
+async def test_protected_messages_over_the_budget_are_context_length_exceeded(service: Service) -> None:
+    await setup_model(service, window=1000)
+    with pytest.raises(openai.BadRequestError) as caught:
+        sync_client(service).chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "system", "content": "rule " * 900}, {"role": "user", "content": "hi"}],
+        )
+    error = caught.value
+    assert error.code == "context_length_exceeded" and error.type == "invalid_request_error"
+    assert "maximum context length is 1000 tokens" in error.message
+    assert service.fake.requests == []  # nothing over budget is ever sent
+    record = await audit(service, error.response.headers["x-contextshift-audit"])
+    assert record["status"] == "failed" and record["error_code"] == "CONTEXT_LENGTH_EXCEEDED"
+
+
+async def test_a_rate_limit_is_passed_through_with_retry_after(service: Service) -> None:
+    await setup_model(service)
+    service.fake.script(Error(429, retry_after=0), Error(429, retry_after=7))
+    with pytest.raises(openai.RateLimitError) as caught:
+        sync_client(service).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.response.headers["retry-after"] == "7"
+    assert caught.value.code == "rate_limit_exceeded"
+    never_leaks(caught.value.response.text + str(caught.value.response.headers))
+    record = await audit(service, caught.value.response.headers["x-contextshift-audit"])
+    assert record["status"] == "failed" and record["error_code"] == "PROVIDER_RATE_LIMITED"
+
+
+async def test_upstream_failures_are_5xx_without_the_upstream_body(service: Service) -> None:
+    await setup_model(service)
+    service.fake.script(Error(500), Error(500))
+    with pytest.raises(openai.InternalServerError) as caught:
+        sync_client(service).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.status_code == 503 and caught.value.type == "upstream_error"
+    never_leaks(caught.value.response.text)
+    service.fake.script(Raw(200, f"garbage {SECRET}"))
+    with pytest.raises(openai.InternalServerError) as caught:
+        sync_client(service).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.status_code == 502 and caught.value.code == "upstream_error"
+    never_leaks(caught.value.response.text)
+    service.fake.script(Error(401))
+    with pytest.raises(openai.InternalServerError) as caught:  # the provider refused our key: not the caller's
+        sync_client(service).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.status_code == 502 and caught.value.code == "upstream_auth_failed"
+    never_leaks(caught.value.response.text)
+
+
+async def test_an_unreachable_provider_is_503_streaming_or_not(service: Service) -> None:
+    ids = await service.setup_chat()
+    response = await service.http.patch(f"/api/v2/providers/{ids['provider']}", json={"base_url": closed_port_url()})
+    assert response.status_code == 200, response.text
+    async with async_client(service) as client:
+        with pytest.raises(openai.InternalServerError) as caught:
+            await client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+        assert caught.value.status_code == 503 and caught.value.code == "upstream_unavailable"
+        with pytest.raises(openai.InternalServerError) as caught:
+            await client.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "x"}], stream=True
+            )
+        assert caught.value.status_code == 503
+
+
+async def test_a_stream_that_breaks_ends_with_an_error_the_sdk_raises(service: Service) -> None:
+    await setup_model(service)
+    service.fake.script(Reply("a b c d e f", abort_after=2), Reply("a b c d e f", abort_after=2))
+    stream = sync_client(service).chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "x"}], stream=True
+    )
+    with pytest.raises(openai.APIError) as caught:
+        for _ in stream:
+            pass
+    never_leaks(str(caught.value.body))
+
+
+async def test_a_malformed_request_is_a_bad_request(service: Service) -> None:
+    await setup_model(service)
+    with pytest.raises(openai.BadRequestError) as caught:
+        sync_client(service).chat.completions.create(model="gpt-4o", messages=[{"role": "wizard", "content": "x"}])  # type: ignore[list-item,misc]
+    assert caught.value.param == "messages[0]"
+    response = await service.http.post("/v1/chat/completions", content=b"{not json")
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_a_wrong_token_is_an_authentication_error(service: Service) -> None:
+    await setup_model(service)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        sync_client(service, "cs_not-a-real-token").chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "x"}]
+        )
+    assert caught.value.code == "invalid_api_key" and caught.value.type == "invalid_request_error"
+    with pytest.raises(openai.AuthenticationError):
+        sync_client(service, "cs_not-a-real-token").models.list()
+    async with service.client() as anonymous:  # no Authorization header at all
+        response = await anonymous.post("/v1/chat/completions", json={"model": "gpt-4o", "messages": []})
+    assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+    assert service.fake.requests == []
+
+
+async def test_an_audit_is_readable_by_its_caller_only(service: Service, other_user: Account) -> None:
+    await setup_model(service)
+    raw = sync_client(service, other_user.token).chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "mine"}]
+    )
+    audit_id = raw.headers["x-contextshift-audit"]
+    mine = await other_user.http.get(f"/api/v2/proxy-audits/{audit_id}")
+    assert mine.status_code == 200 and mine.json()["audit"]["id"] == audit_id
+    listed = (await other_user.http.get("/api/v2/proxy-audits")).json()["audits"]
+    assert [a["id"] for a in listed] == [audit_id] and listed[0]["model"] == "gpt-4o"
+    theirs = await service.http.get(f"/api/v2/proxy-audits/{audit_id}")  # even an admin sees only their own
+    assert theirs.status_code == 404 and theirs.json()["error"]["code"] == "PROXY_AUDIT_NOT_FOUND"
+    assert (await service.http.get("/api/v2/proxy-audits")).json()["audits"] == []
+
+
+# -- Anthropic providers ---------------------------------------------------------------------------------
+
+
+async def test_an_anthropic_model_is_translated_both_ways(service: Service) -> None:
+    await setup_model(service, kind="anthropic", model="claude-x")
+    calls = [FakeToolCall("toolu_1", "weather", {"city": "Oslo"})]
+    service.fake.script(Reply(tool_calls=calls, finish_reason="tool_calls", input_tokens=30, output_tokens=5))
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object", "properties": {}}}}]
+    raw = sync_client(service).chat.completions.with_raw_response.create(
+        model="claude-x",
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "weather?"},
+        ],
+        tools=tools,  # type: ignore[arg-type]
+        tool_choice="required",
+        stop=["END"],
+        response_format={"type": "json_object"},
+    )
+    completion = raw.parse()
+    sent = service.fake.last
+    assert sent.path == "/v1/messages" and sent.headers["x-api-key"] == PROVIDER_KEY
+    assert sent.json["system"] == "Be brief." and sent.json["messages"] == [{"role": "user", "content": "weather?"}]
+    assert sent.json["tools"] == [{"name": "weather", "input_schema": {"type": "object", "properties": {}}}]
+    assert sent.json["tool_choice"] == {"type": "any"} and sent.json["stop_sequences"] == ["END"]
+    assert sent.json["max_tokens"] == 1024 and "response_format" not in sent.json
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.tool_calls is not None
+    assert choice.message.tool_calls[0].id == "toolu_1"
+    record = await audit(service, raw.headers["x-contextshift-audit"])
+    assert any("response_format" in d for d in record["diagnostics"])
+
+
+# -- LangChain -------------------------------------------------------------------------------------------
+
+
+async def test_langchain_chat_openai_invokes_and_streams(service: Service) -> None:
+    await setup_model(service)
+    service.fake.script(Reply("Bonjour!"), Reply("streamed words here"))
+    llm = ChatOpenAI(
+        model="gpt-4o",
+        base_url=f"{service.url}/v1",
+        api_key=service.token,
+        max_retries=0,  # type: ignore[arg-type]
+    )
+    answer = await llm.ainvoke([SystemMessage("Speak French."), HumanMessage("hello")])
+    assert answer.content == "Bonjour!"
+    assert service.fake.last.messages == [
+        {"role": "system", "content": "Speak French."},
+        {"role": "user", "content": "hello"},
+    ]
+    pieces: list[str] = []
+    for chunk in llm.stream("go"):
+        assert isinstance(chunk, AIMessageChunk)
+        pieces.append(str(chunk.content))
+    assert "".join(pieces) == "streamed words here"
