@@ -22,7 +22,10 @@ Per chat it times, with httpx against the running server (wall time of the whole
    window's counts are computed and stored (``message_tokens``);
 3. ``POST /context-preview`` warm: N calls (different drafts), in rounds over the chats (100, 10k, 100k,
    100, …) so that load from other processes falls on every size alike;
-4. ``POST /chats/{id}/generate`` warm: N calls in rounds likewise (each appends its input and the reply).
+4. ``POST /chats/{id}/generate`` warm: N calls in rounds likewise (each appends its input and the reply);
+5. the same previews and generations again with the bot switched to the ``recall`` strategy (G4a): each
+   turn also searches the chat's full-text index (FTS5 / tsvector) for older messages matching the draft
+   (rows ``preview, recall`` and ``generate, recall``; their first call is not cold).
 
 On PostgreSQL the database gets a ``VACUUM ANALYZE`` after the bulk load (what autovacuum does on its own
 soon after; ``--no-analyze`` skips it, and then the planner, with no statistics, reads a 100k chat's pages
@@ -81,6 +84,8 @@ MAX_OUTPUT = 1_024
 API = "/api/v2"
 PREVIEW = "preview"
 GENERATE = "generate"
+RECALL_PREVIEW = "preview, recall"
+RECALL_GENERATE = "generate, recall"
 PROFILE_RUNS = 20
 
 
@@ -408,6 +413,33 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
                                      *window_of(chat.last_preview["preview"]), rss, note))
             run.rows.append(Measured(backend, GENERATE, chat.size, chat.generate_cold, chat.generations,
                                      *window_of(chat.audit()), rss, note))
+        # The same chats with the bot on the ``recall`` strategy: each turn also searches the full-text index.
+        response = client.patch(f"{API}/bots/{bot_id}", json={"context_strategy": "recall"})
+        if response.status_code != 200:
+            raise RuntimeError(f"PATCH bot answered {response.status_code}: {response.text[:300]}")
+        calls = 2 + cfg.preview_runs + cfg.generate_runs
+        recalling = [
+            ChatUnderTest(client, c.chat_id, c.size, iter(data.user_inputs(calls, seed=f"{backend}-{c.size}-r")))
+            for c in chats
+        ]
+        say(f"  [{backend}] recall: first calls …", end=" ")
+        for chat in recalling:
+            chat.preview_cold = chat.preview()
+            chat.generate_cold = chat.generate()
+        say("warm previews …", end=" ")
+        warm_rounds(recalling, PREVIEW, preview_runs)
+        say("warm generations …", end=" ")
+        warm_rounds(recalling, GENERATE, generate_runs)
+        fake.reset()
+        say("done")
+        for chat in recalling:
+            rss = peak_rss_mib()
+            recalled = sum(1 for e in chat.last_preview["preview"]["entries"] if e["reason"] == "recalled")
+            note = f"{recalled} recalled in the last preview; first call not cold (counts cached)"
+            run.rows.append(Measured(backend, RECALL_PREVIEW, chat.size, chat.preview_cold, chat.previews,
+                                     *window_of(chat.last_preview["preview"]), rss, note))
+            run.rows.append(Measured(backend, RECALL_GENERATE, chat.size, chat.generate_cold, chat.generations,
+                                     *window_of(chat.audit()), rss, ""))
         if profile:
             out = Path(tempfile.gettempdir()) / f"service-{backend}"
             run.profile = profile_calls(service, chats[-1], PROFILE_RUNS, out)

@@ -31,7 +31,8 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .messages import Message
+from .groups import build_groups
+from .messages import Message, link_ids
 from .relevance import bm25_term_scores, terms
 from .shifting import RECALLED, Outcome, Prompt, ShiftResult, build_result, shift_prompt
 
@@ -46,6 +47,7 @@ MAX_RECALL_SHARE = 0.75
 SUPERSEDED_FACTOR = 0.25
 #: A later group restates an earlier one when they share at least this share of their words.
 SAME_STATEMENT = 0.4
+_RAW_WORD = re.compile(r"[^\W_]+")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 #: BM25's ``b`` for sentences: a long sentence (a tool result's record) is scaled down only a little.
 LENGTH_WEIGHT = 0.3
@@ -89,6 +91,64 @@ def query_words(text: str) -> list[str]:
         return []
     noise = _question_stems()
     return [w for w in dict.fromkeys(terms([text])[0]) if w not in noise]
+
+
+def search_words(text: str, limit: int = 32) -> list[str]:
+    """The words of ``text`` a full-text index should look for: lower-cased, not stemmed (the index stems
+    them its own way), without stop words and question words; at most ``limit``."""
+    out: list[str] = []
+    noise = _question_stems()
+    for word in _RAW_WORD.findall(text.lower()):
+        if word in out:
+            continue
+        stems = terms([word])[0]
+        if stems and stems[0] not in noise:
+            out.append(word)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _calls_and_results(message: Message) -> tuple[set[str], set[str], bool]:
+    """The tool-call ids a message makes, the ones it answers, and whether it is a tool result with no id."""
+    calls = {call.id for call in message.tool_calls}
+    results: set[str] = set()
+    if message.role == "tool":
+        results.update(link_ids(message))
+    if isinstance(message.content, tuple):
+        for part in message.content:
+            kind, ident = (
+                part.get("type"),
+                part.get("id") if part.get("type") == "tool_use" else part.get("tool_use_id"),
+            )
+            if isinstance(ident, str) and ident:
+                (calls if kind == "tool_use" else results).add(ident)
+    return calls, results, message.role == "tool" and not results
+
+
+def whole_groups(messages: Sequence[Message], wanted: frozenset[str] | set[str]) -> list[Message]:
+    """The messages of every complete tool group that holds one of the ``wanted`` ids, in order.
+
+    A group is complete when each call in it has its result and each result its call (an id-less tool
+    result needs its assistant message): a candidate set read from storage may have cut a group short.
+    """
+    keep: list[int] = []
+    for group in build_groups(messages):
+        members = [messages[p] for p in group.members]
+        if not any(m.id in wanted for m in members):
+            continue
+        calls: set[str] = set()
+        results: set[str] = set()
+        idless = False
+        for member in members:
+            made, answered, bare = _calls_and_results(member)
+            calls |= made
+            results |= answered
+            idless |= bare
+        if calls != results or (idless and not any(m.role == "assistant" for m in members)):
+            continue
+        keep.extend(group.members)
+    return [messages[p] for p in sorted(keep)]
 
 
 def _excluded_note(count: int) -> list[str]:
@@ -266,4 +326,12 @@ def _choose(prompt: Prompt, outcome: Outcome, query: str, budget: int) -> list[i
     return chosen
 
 
-__all__ = ["MAX_RECALL_SHARE", "MIN_RELEVANCE", "current_input", "query_words", "recall"]
+__all__ = [
+    "MAX_RECALL_SHARE",
+    "MIN_RELEVANCE",
+    "current_input",
+    "query_words",
+    "recall",
+    "search_words",
+    "whole_groups",
+]

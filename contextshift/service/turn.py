@@ -21,6 +21,7 @@ from ..tokenizers import get_tokenizer
 from .calibration import Counting, counting_for
 from .errors import ServiceError, not_found
 from .history import is_command, merge
+from .recall import RECALL, recall_candidates
 
 #: How many of a summary's covered messages the audit lists one by one (the newest ones).
 AUDITED_COVERED = 100
@@ -144,7 +145,10 @@ async def load_turn(
             chat.id, base.name, math.ceil((limit - reserve) / scale), base.count, store_counts=not preview
         )
         summaries = await repos.compaction.active_summaries(chat.id)
-        history = merge([r for r in window.rows if not is_command(r)], summaries)
+        rows = window.rows
+        if bot.context_strategy == RECALL and window.has_more:  # G4a: older history the input asks about
+            rows = sorted([*await recall_candidates(repos, chat.id, rows, draft), *rows], key=lambda r: r.seq)
+        history = merge([r for r in rows if not is_command(r)], summaries)
         # The newest messages each summary stands for, for the audit (bounded: never the whole chat).
         recent_covered = [i for s in summaries for i in s.covers[-AUDITED_COVERED:]]
         summarized = [row_to_message(r) for r in await repos.compaction.covered(chat.id, recent_covered)]

@@ -128,3 +128,44 @@ async def test_a_long_chat_is_previewed_from_its_recent_window_only(service: Ser
     assert 0 < len(history) < 500
     assert any("older history was not loaded" in d for d in result["diagnostics"])
     assert result["budget"]["prompt_tokens"] <= 1500
+
+
+async def test_a_bot_with_the_recall_strategy_previews_recalled_history_as_included(service: Service) -> None:
+    ids = await service.setup_chat(context_window=700, response_reserve=400, context_strategy="recall")
+    chat = f"/api/v2/chats/{ids['chat']}/messages"
+    fact = await service.post(chat, {"role": "user", "content": "The vault code for project Falcon is 48213."})
+    for n in range(30):
+        await service.post(chat, {"role": "user", "content": f"Small talk number {n} about the weather and lunch."})
+    result = (await preview(service, {"chat_id": ids["chat"], "user_message": "What is Falcon's vault code?"}))[
+        "preview"
+    ]
+    assert result["context_strategy"] == "recall"
+    entries = {e["identifier"]: e for e in result["entries"]}
+    assert entries[fact["message"]["id"]]["included"] is True
+    assert entries[fact["message"]["id"]]["reason"] == "recalled"
+    assert "48213" in " ".join(str(m["content"]) for m in result["provider_messages"])
+    assert any(e["reason"] == "context-shift" for e in result["entries"])
+
+
+async def test_recall_finds_a_fact_thousands_of_messages_back_through_the_index(service: Service) -> None:
+    ids = await service.setup_chat(context_window=2000, response_reserve=500, context_strategy="recall")
+    database = service.backend.database()
+    await database.start()
+    try:
+        from contextshift.storage import Repositories
+
+        async with database.session() as session:
+            await Repositories(session).messages.append_many(
+                ids["chat"],
+                [{"role": "user", "content": "The vault code for project Osprey is 77123."}]
+                + [{"role": "user", "content": f"old message {n} with some words"} for n in range(3000)],
+            )
+    finally:
+        await database.close()
+    result = (await preview(service, {"chat_id": ids["chat"], "user_message": "Osprey vault code?"}))["preview"]
+    recalled = [e for e in result["entries"] if e["reason"] == "recalled"]
+    assert [e["content"] for e in recalled] == ["The vault code for project Osprey is 77123."]
+    assert recalled[0]["included"] is True
+    history = [e for e in result["entries"] if e["source"] == "history"]
+    assert len(history) < 500  # the window and the index's candidates, never the whole chat
+    assert result["budget"]["prompt_tokens"] <= 1500

@@ -9,6 +9,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from contextshift.storage.migrate import connect_for_migrations
+from contextshift.storage.repositories.search import is_search_object
 from contextshift.storage.tables import Base
 from contextshift.storage.urls import default_database_url
 
@@ -22,6 +23,7 @@ def run_on(connection: Connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=lambda name, _type, _parent: not is_search_object(name),  # migration 0003's index
     )
     with context.begin_transaction():
         context.run_migrations()

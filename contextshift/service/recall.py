@@ -1,0 +1,46 @@
+"""History for the ``recall`` strategy beyond the recent window (G4a), found with the database's index.
+
+A turn loads only the recent window. When the bot's strategy is ``recall`` and older history exists, the
+words of the current input are searched in the chat's full-text index (SQLite FTS5 / PostgreSQL tsvector),
+and the best-matching older messages, each with its whole tool group, are handed to the pipeline as the
+oldest part of the history. The strategy then shifts them out like any old history and brings back what
+is relevant, so a turn on a 100k-message chat reads a bounded number of rows, as on a 100-message one.
+"""
+
+from __future__ import annotations
+
+from ..core.messages import Message
+from ..core.recall import search_words, whole_groups
+from ..storage import Repositories, row_to_message
+from ..storage.repositories.search import search_history
+from ..storage.tables import MessageRow
+from .history import is_command
+
+RECALL = "recall"
+#: How many matching messages the index is asked for.
+CANDIDATES = 128
+MANUAL_EXCLUDED = "manualExcluded"
+
+
+async def recall_candidates(
+    repos: Repositories, chat_id: str, window: list[MessageRow], draft: str | None
+) -> list[MessageRow]:
+    """Older rows (before the window) that match the current input, in whole tool groups; oldest first."""
+    if not window:
+        return []
+    query = draft
+    if query is None:
+        last = window[-1]
+        query = row_to_message(last).text if last.role == "user" else ""
+    words = search_words(query or "")
+    if not words:
+        return []
+    oldest = min(r.seq for r in window if not r.pinned) if any(not r.pinned for r in window) else window[0].seq
+    loaded = {r.id for r in window}
+    rows, matching = await search_history(repos.session, chat_id, words, before_seq=oldest, limit=CANDIDATES)
+    rows = [r for r in rows if r.id not in loaded and not is_command(r) and not (r.meta or {}).get(MANUAL_EXCLUDED)]
+    if not rows:
+        return []
+    messages: list[Message] = [row_to_message(r) for r in rows]
+    complete = {m.id for m in whole_groups(messages, set(matching))}
+    return [r for r in rows if r.id in complete]

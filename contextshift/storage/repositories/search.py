@@ -1,0 +1,143 @@
+"""Full-text search over a chat's messages (G4a), through the index migration 0004 made.
+
+SQLite searches the FTS5 table ``messages_fts`` (BM25 order), PostgreSQL the GIN-indexed ``english``
+tsvector column ``search_vector`` (``ts_rank`` order). Only messages no compaction summary covers, older
+than a given ``seq``, come back: the ``recall`` strategy's candidates from history beyond the recent
+window. Words are matched after the database's own stemming (Porter on SQLite, Snowball on PostgreSQL);
+any one of them matches. A word more than ``COMMON_WORD`` of the chat's messages hold is left out first
+(each count stops there), so the work is bounded however long the chat is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from sqlalchemy import or_, select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from ..tables import MessageRow
+
+#: The tables, triggers, column and index the search uses (not in ``tables.py``: the schema diff skips them).
+SEARCH_OBJECTS = ("messages_fts", "ix_messages_search", "search_vector")
+MAX_WORDS = 12
+#: A word more than this many of the chat's messages hold says little about which ones to recall; it is
+#: left out of the search, so a search reads at most about ``MAX_WORDS`` × this many index entries however
+#: long the chat is.
+COMMON_WORD = 500
+_WORD = re.compile(r"[^\W_]+")
+_CHAT_ID = re.compile(r"[A-Za-z0-9]+")
+
+
+def is_search_object(name: str | None) -> bool:
+    """Whether a schema object belongs to the full-text search (FTS5 shadow tables included)."""
+    return bool(name) and any(str(name).startswith(prefix) for prefix in SEARCH_OBJECTS)
+
+
+def _words(words: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for word in words:
+        for piece in _WORD.findall(word.lower()):
+            if piece not in out:
+                out.append(piece)
+    return out[:MAX_WORDS]
+
+
+async def search_message_ids(
+    session: AsyncSession, chat_id: str, words: Sequence[str], *, before_seq: int, limit: int
+) -> list[str]:
+    """Ids of the chat's best-matching messages older than ``before_seq``, best first (at most ``limit``)."""
+    terms = _words(words)
+    if not terms or limit <= 0:
+        return []
+    dialect = session.get_bind().dialect.name
+    if dialect == "sqlite" and not _CHAT_ID.fullmatch(chat_id):
+        return []
+    if dialect not in ("sqlite", "postgresql"):
+        return []
+    params = {"chat": chat_id, "before": before_seq}
+    distinctive = []
+    for term in terms:  # each count stops at COMMON_WORD + 1 rows
+        if dialect == "sqlite":
+            counted = text(  # the whole chat's messages, from the index alone
+                "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :match LIMIT :cap)"
+            )
+            match = {"match": _fts_match(chat_id, [term])}
+        else:
+            counted = text(
+                "SELECT count(*) FROM (SELECT 1 FROM messages WHERE chat_id = :chat AND summary_id IS NULL "
+                "AND seq < :before AND search_vector @@ to_tsquery('english', :query) LIMIT :cap) AS hits"
+            )
+            match = {"query": term}
+        hits = int((await session.execute(counted, {**params, **match, "cap": COMMON_WORD + 1})).scalar_one())
+        if 0 < hits <= COMMON_WORD:
+            distinctive.append(term)
+    if not distinctive:
+        return []
+    if dialect == "sqlite":
+        statement = text(
+            "SELECT m.id FROM messages_fts JOIN messages AS m ON m.rowid = messages_fts.rowid "
+            "WHERE messages_fts MATCH :match AND m.chat_id = :chat AND m.summary_id IS NULL AND m.seq < :before "
+            "ORDER BY bm25(messages_fts), m.seq DESC LIMIT :limit"
+        )
+        rows = await session.execute(statement, {**params, "match": _fts_match(chat_id, distinctive), "limit": limit})
+    else:
+        statement = text(
+            "SELECT id FROM messages WHERE chat_id = :chat AND summary_id IS NULL AND seq < :before "
+            "AND search_vector @@ to_tsquery('english', :query) "
+            "ORDER BY ts_rank(search_vector, to_tsquery('english', :query)) DESC, seq DESC LIMIT :limit"
+        )
+        rows = await session.execute(statement, {**params, "query": " | ".join(distinctive), "limit": limit})
+    return [str(r[0]) for r in rows]
+
+
+def _fts_match(chat_id: str, terms: Sequence[str]) -> str:
+    return f'chat_id : "{chat_id}" AND body : (' + " OR ".join(f'"{t}"' for t in terms) + ")"
+
+
+def _tool_like(row: MessageRow) -> bool:
+    if row.role == "tool" or row.tool_calls:
+        return True
+    content = row.content
+    return isinstance(content, list) and any(
+        isinstance(p, dict) and p.get("type") in ("tool_use", "tool_result") for p in content
+    )
+
+
+async def search_history(
+    session: AsyncSession,
+    chat_id: str,
+    words: Sequence[str],
+    *,
+    before_seq: int,
+    limit: int,
+    neighbours: int = 8,
+) -> tuple[list[MessageRow], list[str]]:
+    """The best-matching messages older than ``before_seq`` with the messages around each tool call or
+    result (``neighbours`` either side, so its whole tool group can be found), oldest first; and the ids
+    of the matching ones, best first."""
+    ids = await search_message_ids(session, chat_id, words, before_seq=before_seq, limit=limit)
+    if not ids:
+        return [], []
+    found = list(await session.scalars(select(MessageRow).where(MessageRow.id.in_(ids))))
+    spans: list[tuple[int, int]] = []
+    for row in sorted(found, key=lambda r: r.seq):
+        if _tool_like(row):
+            low, high = row.seq - neighbours, min(row.seq + neighbours, before_seq - 1)
+            if spans and low <= spans[-1][1] + 1:
+                spans[-1] = (spans[-1][0], max(spans[-1][1], high))
+            else:
+                spans.append((low, high))
+    rows = {r.id: r for r in found}
+    if spans:
+        nearby = select(MessageRow).where(
+            MessageRow.chat_id == chat_id,
+            MessageRow.summary_id.is_(None),
+            or_(*[MessageRow.seq.between(low, high) for low, high in spans]),
+        )
+        for row in await session.scalars(nearby):
+            rows.setdefault(row.id, row)
+    return sorted(rows.values(), key=lambda r: r.seq), ids
+
+
+__all__ = ["COMMON_WORD", "MAX_WORDS", "SEARCH_OBJECTS", "is_search_object", "search_history", "search_message_ids"]
