@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .errors import UnknownStrategy
 from .groups import Group
 from .messages import Message
-from .recall import recall
+from .recall import query_words, recall
 from .relevance import bm25_relevance
 from .shifting import (
     CONTEXT_SHIFT,
@@ -117,7 +117,10 @@ def summarize(request: StrategyRequest) -> ShiftResult:
         outcome = shift_prompt(prompt, max(1, budget - target - overhead))
         sources = sorted(p for p in outcome.removed if prompt.messages[p].source in SUMMARIZABLE_SOURCES)
         summary_text = extractive_summary(
-            [prompt.messages[p] for p in sources], _text_counter(request.count_tokens), target
+            [prompt.messages[p] for p in sources],
+            _text_counter(request.count_tokens),
+            target,
+            query=_summary_query(prompt.messages, outcome),
         )
         if summary_text is not None:
             result = _with_summary(prompt, request, outcome, sources, summary_text)
@@ -129,6 +132,21 @@ def summarize(request: StrategyRequest) -> ShiftResult:
     )
     result.diagnostics.append("no room for a context summary; oldest history was dropped instead")
     return result
+
+
+#: An input with fewer search words than this is read together with the newest turns kept.
+SHORT_QUERY = 3
+
+
+def _summary_query(messages: Sequence[Message], outcome: Outcome) -> str:
+    """What the summary's sentences are scored against: the current input, and with a short input (such
+    as "and the other one?") the two newest turns that stay in the prompt as well."""
+    query = _query(messages)
+    if len(query_words(query)) >= SHORT_QUERY:
+        return query
+    gone = set(outcome.removed)
+    newest = [m.text for p, m in enumerate(messages) if p not in gone and not m.protected and m.source != "input"]
+    return "\n".join([query, *newest[-2:]])
 
 
 def _with_summary(

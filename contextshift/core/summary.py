@@ -10,6 +10,7 @@ the least informative lines first.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter as Tally
@@ -17,12 +18,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .messages import Message
+from .relevance import bm25_term_scores, terms
 
 SUMMARY_HEADER = "[Summary of earlier context]"
 MAX_SENTENCE_CHARS = 240
 ELLIPSIS = "…"
 #: Lines sharing more than this share of their content words with a chosen line are left out.
 NEAR_DUPLICATE = 0.5
+#: With a query, how much relevance (0..1, relative to the best sentence) weighs against information.
+RELEVANCE_WEIGHT = 12.0
+#: A sentence this relevant (or more) is about the query: exempt from the shape cap.
+RELEVANT = 0.3
+#: Sentences that differ only in names and numbers are one kind of line: at most this many of a kind.
+PER_SHAPE = 2
+#: What the rarest query word a chosen line holds is worth to the lines chosen after it.
+COVERED = 0.2
+#: A later sentence restates an earlier one (which is then left out) when they share this share of words.
+SAME_STATEMENT = 0.4
+_SHAPE_NAME = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][\w'’-]*")
+_SHAPE_NUMBER = re.compile(r"\d[\d.,:/-]*")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
@@ -53,6 +67,7 @@ class _Unit:
     text: str
     score: float
     terms: frozenset[str] = frozenset()
+    shape: str = ""
 
 
 def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
@@ -126,9 +141,15 @@ def _units(messages: Sequence[Message]) -> list[_Unit]:
                 text=_cut_at_word(sentence, MAX_SENTENCE_CHARS),
                 score=score,
                 terms=frozenset(content),
+                shape=shape_of(sentence),
             )
         )
     return [u for u in units if u.text]
+
+
+def shape_of(sentence: str) -> str:
+    """The sentence with its names and numbers blanked: sentences that differ only in those share a shape."""
+    return " ".join(_SHAPE_NUMBER.sub("#", _SHAPE_NAME.sub("N", sentence)).lower().split())
 
 
 def _render(units: Sequence[_Unit], with_workspace: bool) -> str:
@@ -139,8 +160,89 @@ def _render(units: Sequence[_Unit], with_workspace: bool) -> str:
     return "\n".join(lines)
 
 
-def extractive_summary(messages: Sequence[Message], count: Callable[[str], int], target_tokens: int) -> str | None:
-    """The most informative sentences of ``messages`` that fit ``target_tokens``; None if nothing fits."""
+def _by_relevance(units: list[_Unit], query: str, count: Callable[[str], int]) -> list[_Unit] | None:
+    """Units in the order a query-aware summary takes them (None: the query matches nothing).
+
+    Each sentence is scored with BM25 against the query. A sentence a later one restates with a change
+    is left out (the later one wins). Greedy by value: information plus ``RELEVANCE_WEIGHT`` × relevance,
+    where the rarest query word a chosen sentence holds counts ``COVERED`` as much afterwards and a
+    sentence only counts as relevant while it holds a rare query word not covered yet; sentences that are
+    not relevant keep at most ``PER_SHAPE`` of each shape.
+    """
+    from .recall import query_words  # the same query analysis as the recall strategy
+
+    words = sorted(set(query_words(query)))
+    if not words:
+        return None
+    stems = terms([u.text.replace("_", " ") for u in units])
+    by_term = bm25_term_scores(words, stems, length_weight=0.3)
+    matched = [{t: v[i] for t, v in by_term.items() if v[i] > 0} for i in range(len(units))]
+    totals = [sum(m.values()) for m in matched]
+    best = max(totals, default=0.0)
+    if best <= 0:
+        return None
+    frequency = {t: sum(1 for x in v if x > 0) for t, v in by_term.items()}
+    rare = {t for t, df in frequency.items() if 0 < df <= max(2, 0.03 * len(units))}
+    words_of = [frozenset(w) for w in stems]
+    containing: dict[str, list[int]] = {}
+    for index, m in enumerate(matched):
+        for term in m:
+            containing.setdefault(term, []).append(index)
+    dropped: set[int] = set()
+    for index, m in enumerate(matched):
+        if not m:
+            continue
+        rarest = min(m, key=lambda t: (frequency[t], t))
+        mine = words_of[index]
+        for other in containing[rarest]:
+            theirs = words_of[other]
+            if units[other].order <= units[index].order or units[other].text.rstrip().endswith("?"):
+                continue
+            if set(m) <= theirs and theirs - mine and mine - theirs and _overlap(mine, theirs) >= SAME_STATEMENT:
+                dropped.add(index)
+                break
+    weight = dict.fromkeys(words, 1.0)
+    top = max((u.score for u in units), default=1.0) or 1.0
+
+    def relevance(index: int) -> float:
+        m = matched[index]
+        if not m or (rare and not any(weight[t] == 1.0 for t in m if t in rare)):
+            return 0.0
+        return sum(weight[t] * v for t, v in m.items()) / best
+
+    def value(index: int) -> float:
+        return units[index].score / top + RELEVANCE_WEIGHT * relevance(index)
+
+    heap = [(-value(i), -units[i].order, i) for i in range(len(units)) if i not in dropped]
+    heapq.heapify(heap)
+    ordered: list[_Unit] = []
+    shapes: Tally[str] = Tally()
+    while heap:
+        _, order, index = heapq.heappop(heap)
+        current = value(index)
+        if heap and current < -heap[0][0] - 1e-12:
+            heapq.heappush(heap, (-current, order, index))
+            continue
+        unit = units[index]
+        relevant = relevance(index) >= RELEVANT
+        if not relevant:
+            if shapes[unit.shape] >= PER_SHAPE:
+                continue  # one more line of a kind already shown
+            shapes[unit.shape] += 1
+        ordered.append(unit)
+        rare_here = [t for t in matched[index] if t in rare]
+        if relevant and rare_here:
+            weight[min(rare_here, key=lambda t: (frequency[t], t))] *= COVERED
+    return ordered
+
+
+def extractive_summary(
+    messages: Sequence[Message], count: Callable[[str], int], target_tokens: int, query: str = ""
+) -> str | None:
+    """The most informative sentences of ``messages`` that fit ``target_tokens``; None if nothing fits.
+
+    With a ``query`` (the current input and the newest turns), sentences relevant to it come first.
+    """
     units = _units(messages)
     if not units:
         return None
@@ -148,7 +250,10 @@ def extractive_summary(messages: Sequence[Message], count: Callable[[str], int],
     header = count(SUMMARY_HEADER)
     if header >= target_tokens:
         return None
-    ranked = sorted(units, key=lambda u: (-u.score, -u.order))
+    ranked = (_by_relevance(units, query, count) if query.strip() else None) or sorted(
+        units, key=lambda u: (-u.score, -u.order)
+    )
+    rank = {u.order: position for position, u in enumerate(ranked)}
     chosen: list[_Unit] = []
     used = header
     for unit in ranked:
@@ -174,6 +279,6 @@ def extractive_summary(messages: Sequence[Message], count: Callable[[str], int],
         chosen = [_Unit(best.order, best.role, best.workspace, " ".join(words[:low]) + ELLIPSIS, best.score)]
     text = _render(chosen, with_workspace)
     while count(text) > target_tokens and len(chosen) > 1:  # line sums can undercount a whole text
-        chosen.remove(min(chosen, key=lambda u: (u.score, u.order)))
+        chosen.remove(max(chosen, key=lambda u: rank.get(u.order, 0)))  # the least preferred line
         text = _render(chosen, with_workspace)
     return text if count(text) <= target_tokens else None

@@ -121,3 +121,31 @@ def test_the_query_is_the_current_input_or_else_the_last_user_message() -> None:
     assert current_input([Message(role="user", content="last"), Message(role="assistant", content="x")]) == "last"
     assert query_words("What are the flights to Paris?") == ["flight", "pari"]
     assert query_words("   ") == []
+
+
+def test_whole_groups_keeps_complete_tool_groups_that_hold_a_wanted_message_and_drops_cut_ones() -> None:
+    from contextshift import ToolCall
+    from contextshift.core.recall import whole_groups
+
+    call = Message(role="assistant", content="", id="call", tool_calls=(ToolCall(id="t1", name="lookup"),))
+    result = Message(role="tool", content="Falcon 48213", id="result", tool_call_id="t1")
+    orphan = Message(role="tool", content="Osprey 11111", id="orphan", tool_call_id="t9")
+    lonely_call = Message(role="assistant", content="", id="lonely", tool_calls=(ToolCall(id="t7", name="lookup"),))
+    plain = Message(role="user", content="Falcon again", id="plain")
+    other = Message(role="user", content="unrelated", id="other")
+    messages = [call, plain, result, orphan, lonely_call, other]
+    kept = whole_groups(messages, {"result", "orphan", "lonely", "plain"})
+    assert ids(kept) == ["call", "plain", "result"]
+
+
+def test_search_words_are_the_inputs_words_without_stop_and_question_words_unstemmed() -> None:
+    from contextshift.core.recall import search_words
+
+    assert search_words("What are the vault codes for projects Falcon and Osprey?") == [
+        "vault",
+        "codes",
+        "projects",
+        "falcon",
+        "osprey",
+    ]
+    assert search_words("the and of") == []

@@ -187,3 +187,39 @@ def test_registry_rejects_bad_names() -> None:
         except ValueError:
             continue
         raise AssertionError(f"{bad!r} was accepted")
+
+
+def _said(*texts: str) -> list[Message]:
+    return [Message(role="user", content=t, id=f"s{n}", source="history") for n, t in enumerate(texts)]
+
+
+def test_with_a_query_the_summary_keeps_what_it_asks_about_over_more_informative_lines() -> None:
+    messages = _said(
+        "Dmitri and Keiko booked 14 rooms in Kyoto for 3 nights on 2024-05-07.",
+        "The vault code for project Falcon is 48213.",
+        "Alice decided to meet Bob in Paris on Friday at 17:00.",
+    )
+    text = extractive_summary(messages, ceil4, 22, query="What is the vault code for Falcon?")
+    assert text is not None and "48213" in text
+    assert "Kyoto" not in text
+
+
+def test_the_summary_prefers_the_latest_statement_of_a_changed_fact() -> None:
+    messages = _said(
+        "The vault code for project Falcon is 48213.",
+        "We had lunch in Lisbon.",
+        "Update: the vault code for project Falcon changed to 99120.",
+    )
+    text = extractive_summary(messages, ceil4, 200, query="What is Falcon's vault code?")
+    assert text is not None and "99120" in text and "48213" not in text
+
+
+def test_sentences_that_differ_only_in_names_and_numbers_are_one_kind_of_line() -> None:
+    lines = [
+        f"Order {n} for {name} shipped to Berlin on day {n + 3}."
+        for n, name in enumerate(["Alice", "Bob", "Carol", "Dmitri", "Elena", "Farah"])
+    ]
+    messages = _said(*lines, "The launch moved to Tuesday.")
+    text = extractive_summary(messages, ceil4, 400, query="When is the launch?")
+    assert text is not None and "Tuesday" in text
+    assert 1 <= sum(1 for line in text.split("\n") if "shipped" in line) <= 2  # of six
