@@ -23,7 +23,7 @@ def run_on(connection: Connection) -> None:
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
-        include_name=lambda name, _type, _parent: not is_search_object(name),  # migration 0004's index
+        include_name=lambda name, _type, _parent: not is_search_object(name),  # migration 0007's index
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -1,4 +1,4 @@
-"""Full-text search over a chat's messages (G4a), through the index migration 0004 made.
+"""Full-text search over a chat's messages (G4a), through the index migration 0007 made.
 
 SQLite searches the FTS5 table ``messages_fts`` (BM25 order), PostgreSQL the GIN-indexed ``english``
 tsvector column ``search_vector`` (``ts_rank`` order). Only messages no compaction summary covers, older

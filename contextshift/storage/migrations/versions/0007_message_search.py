@@ -10,8 +10,8 @@ chat reads a few candidate rows instead of the whole chat.
   string inside ``content`` and ``tool_calls`` (``jsonb_to_tsvector``), with the GIN index
   ``ix_messages_search``. The column is not in ``tables.py``: the ORM never reads or writes it.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0004"
-down_revision: str | None = "0003"
+revision: str = "0007"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
