@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.calibration import CalibratedProfile, Calibration
+from ..core.calibration import CalibratedProfile, Calibration, drifts
 from ..core.tokens import ChatFormatProfile, TokenizerProfile
 from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sources
 from ..pipeline.interceptors import Interceptor
@@ -111,9 +111,14 @@ async def load_turn(
     model, provider = await resolve_model(repos, bot)
     base = profile_for(model)
     counting = await counting_for(repos, model, base)
+    notes: list[str] = []
     profile = counting.profile
     scale = profile.scale if isinstance(profile, CalibratedProfile) else 1.0
-    notes: list[str] = []
+    if drifts(counting.calibration) and not base.approximate:
+        notes.append(
+            f'tokenizer "{base.name}" disagrees with the provider (×{counting.calibration.factor:.2f} over '
+            f"{counting.calibration.calls} calls): check the model's tokenizer setting"
+        )
     limit = bot.context_limit or (model.context_window if model else None)
     if limit is None:
         limit = DEFAULT_CONTEXT_LIMIT

@@ -145,6 +145,9 @@ async def test_an_exact_profile_that_disagrees_with_the_provider_is_reported_as_
         await generate(service, ids["chat"], f"turn {turn}")
     calibration = (await model_view(service, ids["model"]))["calibration"]
     assert calibration["drift"] is True and calibration["applied"] is False and calibration["factor"] > 1.1
+    await generate(service, ids["chat"], "one more")
+    diagnostics = (await audit_of(service, ids["chat"]))["diagnostics"]
+    assert any("disagrees with the provider" in d for d in diagnostics)
 
 
 async def test_recovery_also_happens_while_streaming_before_the_first_token(service: Service) -> None:
@@ -295,3 +298,19 @@ async def test_an_unreachable_count_tokens_leaves_the_estimate() -> None:
         assert await exact_count(client.count_tokens, request) is None  # type: ignore[attr-defined]
     finally:
         await client.aclose()
+
+
+async def test_a_local_servers_empty_stream_is_recovered_without_a_stated_count(service: Service) -> None:
+    from tests.fakes import Raw
+
+    ids = await long_chat(service, messages=40)
+    service.fake.script(Raw(200, b"", content_type="text/event-stream"))  # llama-cpp-python's overflow
+    response = await service.http.post(f"/api/v2/chats/{ids['chat']}/generate", json={"content": "go on"})
+    assert response.text.strip().split("\n\n")[-1].startswith("event: done")
+    first, second = chat_requests(service)
+    audit = await audit_of(service, ids["chat"])
+    retry = audit["attempts"][0]
+    assert retry["outcome"] == "context-length-retry" and retry["reported_tokens"] is None
+    assert retry["ratio"] == pytest.approx(1.25 * retry["prompt_tokens"] / retry["estimated_tokens"], rel=1e-3)
+    assert len(second.json["messages"]) < len(first.json["messages"])  # shifted a quarter further
+    assert (await model_view(service, ids["model"]))["calibration"]["calls"] == 1  # learned only from the success
