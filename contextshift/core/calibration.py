@@ -149,6 +149,13 @@ class CalibratedProfile(ChatFormatProfile):
         """The base profile's cost of the message, scaled (``text_tokens``, a scaled text count, is unused)."""
         return _up(self.base.message_tokens(message) * self.scale)
 
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        if not messages:
+            return 0
+        raw = self.base.count_many([m.text for m in messages])  # one batch for the engine
+        costs = (self.base.message_tokens(m, t) for m, t in zip(messages, raw, strict=True))
+        return self.reply_priming + sum(_up(cost * self.scale) for cost in costs)
+
 
 def calibrated(
     profile: TokenizerProfile, calibration: Calibration, base_margin: float = DEFAULT_MARGIN, *, floor: float = 0.0

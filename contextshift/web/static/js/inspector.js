@@ -325,9 +325,17 @@ export function promptView(data, kind, ctx) {
         h("code", tokenizer.profile || "?"),
         " ",
         tokenizer.approximate ? badge("approximate", "warn") : badge("exact", "ok"),
+        data.calibration && data.calibration.calls ? [" ", h("span.calibration-label", data.calibration.label)] : null,
         " · strategy ",
         h("code", data.context_strategy || "?"),
       ),
+      (data.attempts || []).length
+        ? h(
+            "p.attempts-line",
+            "Attempts: ",
+            data.attempts.map((a, i) => [i ? " → " : "", badge(a.outcome, a.outcome === "completed" ? "ok" : "warn", { title: a.reported_tokens ? `provider counted ${num(a.reported_tokens)} tokens` : "" })]),
+          )
+        : null,
       data.usage
         ? h(
             "p.muted",
