@@ -65,16 +65,20 @@ async def learn(
     db: Database,
     model: ModelRow | None,
     base: TokenizerProfile,
-    sent: dict[str, Any] | Sequence[Message],
+    sent: dict[str, Any] | Sequence[Message] | int,
     usage: Usage | None,
 ) -> Calibration | None:
     """Fold one successful call into the model's factor; never fails the caller (the reply is already stored).
 
-    ``sent`` is the exact request: a serialized payload (``{"messages", "system"}``) or its core messages.
+    ``sent`` is the exact request: a serialized payload (``{"messages", "system"}``), its core messages, or
+    the base profile's count of it.
     """
     if model is None or usage is None or usage.input_tokens <= 0:
         return None
-    estimated = payload_tokens(sent, base) if isinstance(sent, dict) else base.count_messages(list(sent))
+    if isinstance(sent, int):
+        estimated = sent
+    else:
+        estimated = payload_tokens(sent, base) if isinstance(sent, dict) else base.count_messages(list(sent))
     try:
         async with db.session() as session:
             return await Repositories(session).calibrations.observe(model.id, base.name, estimated, usage.input_tokens)

@@ -35,10 +35,29 @@ import anyio
 from ..core.host import default_registry
 from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
-from ..pipeline import AuditEntry, PipelineRequest, PipelineResult, PromptBudgetExceeded, Sources, run_pipeline
-from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, StreamEvent, make_client
+from ..pipeline import (
+    AuditEntry,
+    PipelineRequest,
+    PipelineResult,
+    PromptBudgetExceeded,
+    Sources,
+    payload_tokens,
+    run_pipeline,
+)
+from ..providers import (
+    PROVIDER_CONTEXT_LENGTH,
+    ChatRequest,
+    ChatResult,
+    Finished,
+    ProviderClient,
+    ProviderError,
+    StreamEvent,
+    Usage,
+    make_client,
+)
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
+from .calibration import Counting, counting_for, learn
 from .errors import ServiceError
 from .turn import DEFAULT_CONTEXT_LIMIT, profile_for, serializer_for
 
@@ -144,6 +163,9 @@ class Prepared:
     result: PipelineResult
     request: ChatRequest
     excluded: int
+    #: T5: the model's counting, and its uncalibrated count of the request (what usage calibrates).
+    counting: Counting | None = None
+    estimated: int = 0
 
 
 def core_messages(raw: Sequence[Mapping[str, Any]]) -> tuple[list[Message], list[dict[str, Any]]]:
@@ -288,7 +310,9 @@ class ProxyService:
     async def prepare(self, call: ProxyCall) -> Prepared:
         """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` among them)."""
         async with self.db.session() as session:
-            model, provider = await self._resolve(Repositories(session), call.model)
+            repos = Repositories(session)
+            model, provider = await self._resolve(repos, call.model)
+            counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
         strategy = call.strategy or "truncate"
         if strategy not in default_registry:
             raise invalid_request(
@@ -298,7 +322,7 @@ class ProxyService:
         if call.options.get("n") not in (None, 1):
             raise invalid_request("Only n=1 is supported.", "n")
         messages, wire = core_messages(call.messages)
-        profile = profile_for(model)
+        profile = counting.profile
         notes: list[str] = []
         window = model.context_window
         if window is None:
@@ -343,9 +367,10 @@ class ProxyService:
         request, dropped = self._chat_request(call, model, provider, result)
         if dropped:
             result.diagnostics.append(f"not forwarded to an Anthropic provider (no such field): {', '.join(dropped)}")
-        payload = {**base, **result.to_dict()}
+        payload = {**base, **result.to_dict(), "calibration": counting.report()}
         await self._record(audit_id, call, model, payload, result.excluded_count)
-        return Prepared(audit_id, model, provider, result, request, result.excluded_count)
+        estimated = payload_tokens(result.payload, counting.base) + request_overhead(call, counting.base)
+        return Prepared(audit_id, model, provider, result, request, result.excluded_count, counting, estimated)
 
     @staticmethod
     def _account_overhead(result: PipelineResult, window: int, overhead: int, call: ProxyCall) -> None:
@@ -448,6 +473,7 @@ class ProxyService:
         try:
             reply = await client.complete(prepared.request)
         except ProviderError as error:
+            await self._learn_from_rejection(prepared, error)
             await self._finish(prepared, "failed", code=error.code)
             raise UpstreamFailed(error, prepared.audit_id, prepared.excluded) from None
         except BaseException:
@@ -457,6 +483,7 @@ class ProxyService:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
         await self._finish(prepared, "completed", reply=reply)
+        await self._learn(prepared, reply)
         return reply
 
     async def stream(self, prepared: Prepared) -> AsyncGenerator[StreamEvent, None]:
@@ -474,6 +501,7 @@ class ProxyService:
                         finished = event.result
                     yield event
         except ProviderError as error:
+            await self._learn_from_rejection(prepared, error)
             await self._finish(prepared, "failed", code=error.code)
             raise UpstreamFailed(error, prepared.audit_id, prepared.excluded) from None
         except BaseException:
@@ -483,6 +511,20 @@ class ProxyService:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
         await self._finish(prepared, "completed", reply=finished)
+        await self._learn(prepared, finished)
+
+    async def _learn_from_rejection(self, prepared: Prepared, error: ProviderError) -> None:
+        """T5: a context-length rejection that states the real count teaches the factor, so the caller's
+        next request fits (the endpoint does not resend on its own)."""
+        if error.code != PROVIDER_CONTEXT_LENGTH or not error.reported_tokens or prepared.counting is None:
+            return
+        usage = Usage(input_tokens=error.reported_tokens)
+        await learn(self.db, prepared.model, prepared.counting.base, prepared.estimated, usage)
+
+    async def _learn(self, prepared: Prepared, reply: ChatResult | None) -> None:
+        """T5: the provider's prompt tokens calibrate the model's estimates, as for chat generations."""
+        if prepared.counting is not None and reply is not None:
+            await learn(self.db, prepared.model, prepared.counting.base, prepared.estimated, reply.usage)
 
 
 __all__ = [

@@ -314,3 +314,28 @@ async def test_a_local_servers_empty_stream_is_recovered_without_a_stated_count(
     assert retry["ratio"] == pytest.approx(1.25 * retry["prompt_tokens"] / retry["estimated_tokens"], rel=1e-3)
     assert len(second.json["messages"]) < len(first.json["messages"])  # shifted a quarter further
     assert (await model_view(service, ids["model"]))["calibration"]["calls"] == 1  # learned only from the success
+
+
+async def test_the_openai_compatible_endpoint_calibrates_too(service: Service) -> None:
+    import openai
+
+    ids = await service.setup_chat(model="mystery-model", context_window=WINDOW)
+    service.fake.count_as(chars_per_token=DENSE, window=WINDOW)
+    client = openai.AsyncOpenAI(base_url=f"{service.url}/v1", api_key=service.token, max_retries=0)
+    messages: list[Any] = [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": ordinary(n)} for n in range(120)
+    ]
+    rejected = 0
+    for turn in range(4):
+        try:
+            await client.chat.completions.create(
+                model="mystery-model", messages=[*messages, {"role": "user", "content": f"turn {turn}"}]
+            )
+        except openai.BadRequestError as error:
+            assert error.code == "context_length_exceeded"
+            rejected += 1
+    await client.close()
+    assert rejected <= 1  # only an uncalibrated first call can overflow; its stated count teaches the factor
+    assert [r.over_limit for r in chat_requests(service)][1:] == [False] * 3
+    calibration = (await model_view(service, ids["model"]))["calibration"]
+    assert calibration["calls"] == 4 and calibration["factor"] > 1.3
