@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextshift import Message, shift_with_strategy
-from contextshift.core.compaction.rendering import build_prompt
+from contextshift.core.compaction.rendering import TOOL_ARGS_CAP, TOOL_RESULT_CAP, build_prompt
 from contextshift.core.tokens import approximate_count, message_costs
 
 from . import fidelity_data as data
@@ -82,11 +82,21 @@ def run_case(case: data.Case, fraction: float, strategy: str) -> tuple[int, int,
     return kept, len(case.values), result.tokens / budget
 
 
-def input_fidelity(case: data.Case) -> tuple[int, int]:
-    """Facts of the history whose value reaches the summarizer's prompt at its normal caps."""
+def input_fidelity(case: data.Case) -> tuple[int, int, int]:
+    """Facts of the history whose value reaches the summarizer's prompt at its normal caps: with the
+    pre-pass that keeps a capped result's numbers and names, and with a plain cut at the cap."""
     prompt = build_prompt(case.history).user
+    plain = "\n".join(_head_cut(m) for m in case.history)
     values = case.all_values
-    return sum(1 for value in values if value in prompt), len(values)
+    return sum(1 for v in values if v in prompt), sum(1 for v in values if v in plain), len(values)
+
+
+def _head_cut(message: Message) -> str:
+    """What a plain cut at the records caps leaves of a message."""
+    if message.role == "tool":
+        return message.text[:TOOL_RESULT_CAP]
+    calls = [call.name + " " + call.arguments[:TOOL_ARGS_CAP] for call in message.tool_calls]
+    return "\n".join([str(message.content or ""), *calls])
 
 
 def run(seeds: Sequence[int]) -> tuple[dict[tuple[str, str, str], Cell], dict[str, Cell]]:
@@ -95,10 +105,11 @@ def run(seeds: Sequence[int]) -> tuple[dict[tuple[str, str, str], Cell], dict[st
     for family in data.FAMILIES:
         for seed in seeds:
             cases = data.generate(family, seed)
-            reached, total = input_fidelity(cases[0])
+            reached, plain, total = input_fidelity(cases[0])
             cell = fidelity.setdefault(family, Cell())
             cell.kept += reached
             cell.facts += total
+            cell.used.append(plain)
             for label, fraction in BUDGETS:
                 for strategy in STRATEGIES:
                     cell = cells.setdefault((family, label, strategy), Cell())
@@ -143,8 +154,11 @@ def table(cells: dict[tuple[str, str, str], Cell], markdown: bool) -> str:
 
 
 def fidelity_table(fidelity: dict[str, Cell], markdown: bool) -> str:
-    rows = [[family, f"{cell.share:.0%}", f"{cell.kept}/{cell.facts}"] for family, cell in fidelity.items()]
-    head = ["family", "input fidelity", "facts"]
+    rows = [
+        [family, f"{cell.share:.0%} ({cell.kept}/{cell.facts})", f"{sum(cell.used) / cell.facts:.0%}"]
+        for family, cell in fidelity.items()
+    ]
+    head = ["family", "input fidelity", "plain cut at the caps"]
     if markdown:
         return "\n".join(
             ["| " + " | ".join(head) + " |", "|---|--:|--:|", *["| " + " | ".join(r) + " |" for r in rows]]
@@ -209,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
                 table(cells, markdown=True),
                 "",
                 "Compaction input fidelity: facts of the covered messages whose value reaches the summarizer's "
-                "prompt (normal caps: 2,000 characters a tool result, 500 an argument):",
+                "prompt (normal caps: 2,000 characters a tool result, 500 an argument; a capped result keeps "
+                "its pieces with numbers and names), against a plain cut at the caps:",
                 "",
                 fidelity_table(fidelity, markdown=True),
                 "",

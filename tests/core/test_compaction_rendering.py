@@ -8,6 +8,8 @@ marker, header escaping, workspace headers, output cap window/10 or 4096, and a 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from contextshift.core.compaction import (
@@ -24,6 +26,7 @@ from contextshift.core.compaction import (
     max_output_tokens,
     render_transcript,
 )
+from contextshift.core.compaction.rendering import condense, truncate
 from contextshift.core.messages import Message, ToolCall
 from contextshift.core.tokens import approximate_count
 
@@ -197,6 +200,25 @@ def test_the_instruction_asks_for_a_faithful_compact_summary() -> None:
     for needle in ("facts", "names", "numbers", "decisions", "open questions", "tool calls", "workspace"):
         assert needle in lowered
     assert "faithful" in lowered and "compact" in lowered
+    assert "identifiers, numbers, dates, names, file paths and links verbatim" in lowered
+    assert "decision and open question" in lowered
+
+
+def test_a_capped_result_keeps_the_numbers_and_names_the_cut_would_lose() -> None:
+    notes = "the weather was fine and lunch was late. " * 80
+    result = json.dumps({"project": "Falcon", "notes": notes, "vault_code": 48213, "owner": "Bob"})
+    out = transcript(*tool_round(result=result))
+    assert "48213" in out and '"owner": "Bob"' in out
+    body = out.split("[tool_result: write] ", 1)[1].split("\n", 1)[0]
+    shown = body.split("…[truncated ", 1)[0]
+    assert len(shown) <= TOOL_RESULT_CAP
+    cut = int(body.split("…[truncated ", 1)[1].split(" ", 1)[0])
+    assert cut == len(result) - sum(len(p) for p in shown.split(" … "))
+
+
+def test_a_capped_result_with_no_fact_past_the_cap_is_cut_as_before() -> None:
+    result = "Falcon 48213. " + "plain words of output " * 200
+    assert condense(result, 2000) == truncate(result, 2000)
 
 
 # -- output cap and input budget (C9) ---------------------------------------------------------------------

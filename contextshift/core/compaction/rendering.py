@@ -49,7 +49,9 @@ SYSTEM_PROMPT = (
     "that continues the conversation will see only your summary instead of these messages, so keep what it "
     "needs to carry on: facts, names, numbers, dates, identifiers, file paths and links; decisions and why "
     "they were made; the user's requests, preferences and constraints; open questions and unfinished work; "
-    "and the outcomes of tool calls that matter (what was found or changed, not raw output).\n"
+    "and the outcomes of tool calls that matter (what was found or changed, not raw output). Copy "
+    "identifiers, numbers, dates, names, file paths and links verbatim, and keep every decision and open "
+    "question.\n"
     "Be faithful: state only what the transcript says, never guess or add advice. Be compact: short plain "
     "sentences or bullet points, no greeting, no preamble, nothing about yourself.\n"
     "If the transcript starts with an earlier summary, merge it with the newer messages into one summary "
@@ -62,6 +64,12 @@ USER_INTRO = "Summarize this conversation transcript."
 TRANSCRIPT_OPEN = "<transcript>"
 TRANSCRIPT_CLOSE = "</transcript>"
 
+#: A piece of a tool result: a sentence, a line, or a JSON field.
+_PIECE = re.compile(r'[^\n.!?;,]+(?:[.!?;](?=\s)|[^\n.!?;,]*)*?(?:[.!?;,](?=\s|")|\n|$)')
+#: A piece worth keeping holds a digit or a capitalized word (a name, an identifier).
+_FACT = re.compile(r"\d|\b[A-Z][\w-]*[a-z0-9]")
+_GAP = " … "
+_DIGIT = re.compile(r"\d")
 _DATA_URI = re.compile(r"data:[\w.+-]+/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,[A-Za-z0-9+/=]*")
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{256,}={0,2}")
 
@@ -99,6 +107,48 @@ def truncate(text: str, limit: int | None) -> str:
     return f"{text[:limit]}…[truncated {cut} chars]"
 
 
+def condense(text: str, limit: int | None) -> str:
+    """``text`` cut to ``limit`` characters, keeping the facts the cut would lose (a capped tool result).
+
+    The pieces (sentences, lines, JSON fields) with a number or a name that lie past ``limit`` are kept
+    (numbers first, short before long, each distinct piece once), in their order, joined by `` … `` after
+    a shorter head; the marker then counts every character left out. They take at most half of
+    ``limit``. With no such piece past the limit this is :func:`truncate`.
+    """
+    if limit is None or len(text) <= limit:
+        return text
+    limit = max(0, limit)
+    spans = [m.span() for m in _PIECE.finditer(text)]
+    facts = [(a, b) for a, b in spans if _FACT.search(text, a, b)]
+    if not any(b > limit for _, b in facts):
+        return truncate(text, limit)
+    lost = [(a, b) for a, b in facts if a >= limit // 2]
+    room = min(limit // 2, sum(b - a + len(_GAP) for a, b in lost))
+    head = limit - room
+    pieces: list[tuple[int, str]] = []
+    for a, b in facts:
+        if a >= head:  # whole pieces only
+            piece = text[a:b].strip()
+            if piece:
+                pieces.append((a, piece))
+    # Numbers first (codes, ids, amounts), then names, short pieces (a JSON field) before long ones; a
+    # piece said already is not said twice.
+    ranked = sorted(pieces, key=lambda p: (not _DIGIT.search(p[1]), len(p[1]), p[0]))
+    chosen: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    used = 0
+    for position, piece in ranked:
+        if piece not in seen and used + len(piece) + len(_GAP) <= room:
+            chosen.append((position, piece))
+            seen.add(piece)
+            used += len(piece) + len(_GAP)
+    kept = [piece for _, piece in sorted(chosen)]
+    if not kept:
+        return truncate(text, limit)
+    cut = len(text) - head - sum(len(p) for p in kept)
+    return text[:head] + "".join(_GAP + p for p in kept) + f"…[truncated {cut} chars]"
+
+
 def _clean_header(value: str) -> str:
     value = " ".join(value.split()).replace("[", "(").replace("]", ")")
     return truncate(value, HEADER_CAP)
@@ -112,7 +162,7 @@ class _Line:
 
     def render(self, shrink: int | None) -> str:
         limit = self.cap if shrink is None else (shrink if self.cap is None else min(self.cap, shrink))
-        return self.prefix + truncate(self.body, limit)
+        return self.prefix + (condense(self.body, limit) if self.cap is not None else truncate(self.body, limit))
 
 
 def _role(role: str, name: str | None) -> str:
