@@ -32,18 +32,12 @@ from typing import Any
 
 import anyio
 
-from ..core.host import default_registry
+from ..core.errors import TokenBudgetExceeded
+from ..core.host import default_registry, shift_with_strategy
 from ..core.messages import Message
-from ..core.tokens import TokenizerProfile
-from ..pipeline import (
-    AuditEntry,
-    PipelineRequest,
-    PipelineResult,
-    PromptBudgetExceeded,
-    Sources,
-    payload_tokens,
-    run_pipeline,
-)
+from ..core.shifting import shift_context
+from ..core.tokens import TokenizerProfile, message_costs
+from ..pipeline import PipelineRequest, PromptBudgetExceeded, Sources, payload_tokens, run_pipeline
 from ..providers import (
     PROVIDER_CONTEXT_LENGTH,
     ChatRequest,
@@ -54,6 +48,7 @@ from ..providers import (
     StreamEvent,
     Usage,
     make_client,
+    to_openai_messages,
 )
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
@@ -77,6 +72,10 @@ PROXY_TEMPLATE = ("history", "input")
 _CONTEXTSHIFT_KEYS = frozenset({"id", "pinned", "source", "relevance", "workspace", "meta", "toolCallId", "callId"})
 #: Options translated for an Anthropic provider; any other option is not forwarded there (and the audit says so).
 _ANTHROPIC_SAME = ("temperature", "top_p", "top_k")
+_SIMPLE_ROLES = frozenset({"system", "user", "assistant", "tool"})
+#: Audit entries keep at most this much of a message's text: the caller has the whole text, and a long
+#: agent conversation's audit would otherwise store it all again on every call.
+MAX_ENTRY_CHARS = 500
 
 
 def audit_ttl_from_env() -> timedelta:
@@ -160,7 +159,7 @@ class Prepared:
     audit_id: str
     model: ModelRow
     provider: ProviderRow
-    result: PipelineResult
+    fitted: Fitted
     request: ChatRequest
     excluded: int
     #: T5: the model's counting, and its uncalibrated count of the request (what usage calibrates).
@@ -172,25 +171,43 @@ def core_messages(raw: Sequence[Mapping[str, Any]]) -> tuple[list[Message], list
     """The request's messages as core messages (ids ``m0``, ``m1``, ...) and as the wire dicts to forward."""
     if not isinstance(raw, list | tuple) or not raw:
         raise invalid_request("messages must be a non-empty list.", "messages")
-    last_user = max((i for i, m in enumerate(raw) if isinstance(m, Mapping) and m.get("role") == "user"), default=-1)
+    last_user = next(
+        (i for i in range(len(raw) - 1, -1, -1) if isinstance(raw[i], Mapping) and raw[i].get("role") == "user"), -1
+    )
     messages: list[Message] = []
     wire: list[dict[str, Any]] = []
     for index, item in enumerate(raw):
-        if not isinstance(item, Mapping):
+        if type(item) is not dict and not isinstance(item, Mapping):
             raise invalid_request(f"messages[{index}] must be an object.", f"messages[{index}]")
         role = item.get("role")
         if role == "developer":
             role = "system"
-        data: dict[str, Any] = {k: item[k] for k in ("content", "name", "tool_calls", "tool_call_id") if k in item}
-        data.update(role=role, id=f"m{index}")
-        if role == "system":
-            data["source"] = "system"
-        if index == last_user:
-            data["pinned"] = True
+        source = "system" if role == "system" else "history"
+        content, name, link = item.get("content"), item.get("name"), item.get("tool_call_id")
         try:
-            messages.append(Message.from_dict(data))
+            if (
+                role in _SIMPLE_ROLES
+                and (content is None or type(content) is str)
+                and not item.get("tool_calls")
+                and (name is None or type(name) is str)
+                and (link is None or type(link) is str)
+            ):  # the common case, built directly (from_dict costs several times more)
+                message = Message(
+                    role=role,
+                    content=content,
+                    id=f"m{index}",
+                    name=name,
+                    tool_call_id=link or None,
+                    pinned=index == last_user,
+                    source=source,  # type: ignore[arg-type]
+                )
+            else:
+                data = {k: item[k] for k in ("content", "name", "tool_calls", "tool_call_id") if k in item}
+                data.update(role=role, id=f"m{index}", source=source, pinned=index == last_user)
+                message = Message.from_dict(data)
         except (TypeError, ValueError) as error:
             raise invalid_request(f"messages[{index}]: {error}", f"messages[{index}]") from None
+        messages.append(message)
         out = {k: v for k, v in item.items() if k not in _CONTEXTSHIFT_KEYS}
         out["role"] = role
         wire.append(out)
@@ -211,21 +228,6 @@ def reply_reserve(call: ProxyCall, model: ModelRow) -> int:
     if call.max_tokens is not None:
         return call.max_tokens
     return min(model.max_output_tokens or DEFAULT_RESERVE, DEFAULT_RESERVE)
-
-
-def _openai_serializer(wire: list[dict[str, Any]]) -> Callable[[list[Message]], dict[str, Any]]:
-    """Kept messages exactly as the caller sent them; anything a strategy wrote, serialized for OpenAI."""
-    fallback = serializer_for("openai")
-    by_id = {f"m{i}": m for i, m in enumerate(wire)}
-
-    def serialize(messages: list[Message]) -> dict[str, Any]:
-        out: list[dict[str, Any]] = []
-        for message in messages:
-            original = by_id.get(message.id)
-            out.extend([original] if original is not None else fallback([message])["messages"])
-        return {"messages": out}
-
-    return serialize
 
 
 def anthropic_options(call: ProxyCall) -> tuple[dict[str, Any], list[str]]:
@@ -257,6 +259,181 @@ def anthropic_options(call: ProxyCall) -> tuple[dict[str, Any], list[str]]:
         out["tool_choice"] = translated
     dropped = sorted(k for k, v in options.items() if v is not None)
     return out, dropped
+
+
+# -- fitting --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a fit is measured against."""
+
+    profile: TokenizerProfile
+    window: int
+    reserve: int
+    #: Tokens of the tool definitions and options that travel with the messages.
+    overhead: int
+    strategy: str
+    notes: list[str]
+    tools: list[dict[str, Any]] | None
+
+    @property
+    def budget(self) -> int:
+        """What the messages may use: the window less the reply reserve and the overhead."""
+        return self.window - self.reserve - self.overhead
+
+
+@dataclass(slots=True)
+class Fitted:
+    """The messages to send (in the provider's wire format) and the audit of how they were chosen."""
+
+    messages: list[dict[str, Any]]
+    system: str | None
+    #: The audit payload (a chat audit's fields: tokenizer, budget, entries, ...), without provider and model.
+    audit: dict[str, Any]
+    excluded: int
+    reserve: int
+    #: The kept messages, when they are sent as they are (then they are what to count).
+    kept: list[Message] | None = None
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_ENTRY_CHARS else text[:MAX_ENTRY_CHARS] + "…"
+
+
+def _tools_entry(shape: Shape, order: int) -> dict[str, Any]:
+    return {
+        "identifier": "request.tools",
+        "role": "system",
+        "source": "system",
+        "content": _clip(json.dumps(shape.tools or [], ensure_ascii=False)),
+        "tokens": shape.overhead,
+        "included": True,
+        "reason": "protected",
+        "order": order,
+        "name": "tools",
+        "relevance": None,
+    }
+
+
+def fit_for_openai(messages: list[Message], wire: list[dict[str, Any]], shape: Shape) -> Fitted:
+    """Shift ``messages`` to the budget and forward the kept ones as the caller sent them.
+
+    The lean path for OpenAI-compatible providers: the wire messages are the caller's own, so the shift's
+    whole-prompt count of the kept messages (S2, S6) is the count of what is sent; no reserialization.
+    Raises ``TokenBudgetExceeded`` when the protected messages alone do not fit.
+    """
+    if shape.budget <= 0:
+        raise TokenBudgetExceeded(0, shape.budget)
+    if shape.strategy == "truncate":  # the core's own algorithm: nothing for the strategy host to review
+        shifted = shift_context(messages, shape.profile, shape.budget)
+    else:
+        shifted = shift_with_strategy(messages, shape.profile, shape.budget, strategy=shape.strategy)
+    by_id = {f"m{i}": w for i, w in enumerate(wire)}
+    out: list[dict[str, Any]] = []
+    forwarded = 0
+    for message in shifted.kept:
+        original = by_id.get(message.id)
+        if original is not None:
+            out.append(original)
+            forwarded += 1
+        else:  # written by the strategy (a summary, a shortened message)
+            out.extend(to_openai_messages([message]))
+    costs, _ = message_costs(messages, shape.profile, 4)
+    kept = {m.id for m in shifted.kept}
+    last_user = next((m.id for m in reversed(messages) if m.role == "user"), None)
+    entries: list[dict[str, Any]] = []
+    for order, (message, cost) in enumerate(zip(messages, costs, strict=True)):
+        included = message.id in kept
+        reason = ("protected" if message.protected else "fit") if included else shifted.reasons.get(message.id)
+        entries.append(
+            {
+                "identifier": message.id,
+                "role": message.role,
+                "source": "input" if message.id == last_user else (message.source or "history"),
+                "content": _clip(message.text),
+                "tokens": cost,
+                "included": included,
+                "reason": reason or "context-shift",
+                "order": order,
+                "name": message.name,
+                "relevance": None,
+            }
+        )
+    for truncation in shifted.truncated:
+        replacement = truncation.replacement
+        entries.append(
+            {
+                "identifier": replacement.id,
+                "role": replacement.role,
+                "source": replacement.source or "summary",
+                "content": _clip(replacement.text),
+                "tokens": truncation.tokens_after,
+                "included": replacement.id in kept,
+                "reason": "fit",
+                "order": len(entries),
+                "name": replacement.name,
+                "relevance": None,
+                "stands_for": list(truncation.source_ids),
+            }
+        )
+    if shape.overhead:
+        entries.append(_tools_entry(shape, len(entries)))
+    excluded = len(messages) - forwarded
+    diagnostics = [*shape.notes, *shifted.diagnostics]
+    diagnostics.append(
+        f'tokenizer "{shape.profile.name}" is approximate'
+        if shape.profile.approximate
+        else f'tokenizer "{shape.profile.name}" selected'
+    )
+    diagnostics.append("provider messages: the included entries, sent exactly as the caller wrote them")
+    audit = {
+        "tokenizer": {"profile": shape.profile.name, "approximate": shape.profile.approximate},
+        "budget": {
+            "context_limit": shape.window,
+            "response_reserve": shape.reserve,
+            "prompt_tokens": shifted.tokens + shape.overhead,
+        },
+        "context_strategy": shifted.strategy,
+        "entries": entries,
+        "provider_messages": [],
+        "diagnostics": diagnostics,
+        "excluded_count": excluded,
+        "max_tokens": shape.reserve,
+    }
+    return Fitted(out, None, audit, excluded, shape.reserve, list(shifted.kept))
+
+
+def fit_through_pipeline(
+    messages: list[Message], shape: Shape, serializer: Callable[[list[Message]], dict[str, Any]], model: str
+) -> Fitted:
+    """Fit with the prompt pipeline, which serializes for the provider and recounts the exact wire request
+    (a translation, e.g. to Anthropic's shape, may cost more than the messages did)."""
+    request = PipelineRequest(
+        sources=Sources(history=messages),
+        profile=shape.profile,
+        context_limit=shape.window - shape.overhead,
+        response_reserve=shape.reserve,
+        strategy=shape.strategy,
+        template=PROXY_TEMPLATE,
+        serializer=serializer,
+        model=model,
+        notes=shape.notes,
+    )
+    try:
+        result = run_pipeline(request)
+    except PromptBudgetExceeded as error:
+        protected = int(str(error.params.get("prompt_tokens", error.protected_tokens)))
+        raise TokenBudgetExceeded(protected, shape.budget) from None
+    audit = result.to_dict()
+    audit["budget"]["context_limit"] = shape.window
+    audit["budget"]["prompt_tokens"] += shape.overhead
+    if shape.overhead:
+        audit["entries"].append(_tools_entry(shape, len(audit["entries"])))
+    payload = result.payload
+    return Fitted(
+        list(payload["messages"]), payload.get("system") or None, audit, result.excluded_count, result.max_tokens
+    )
 
 
 # -- the service -----------------------------------------------------------------------------------------
@@ -333,28 +510,23 @@ class ProxyService:
         if overhead:
             notes.append(f"{overhead} tokens of tool definitions and request options count against the window")
         audit_id = uuid.uuid4().hex
-        serializer = _openai_serializer(wire) if provider.kind != "anthropic" else serializer_for("anthropic")
-        pipeline = PipelineRequest(
-            sources=Sources(history=messages),
-            profile=profile,
-            context_limit=window - overhead,
-            response_reserve=reserve,
-            strategy=strategy,
-            template=PROXY_TEMPLATE,
-            serializer=serializer,
-            model=model.name,
-            notes=notes,
-        )
         base = {"provider_id": provider.id, "provider_kind": provider.kind, "model": model.name}
+        shape = Shape(profile, window, reserve, overhead, strategy, notes, call.tools)
         try:
-            result = run_pipeline(pipeline)
-        except PromptBudgetExceeded as error:
-            protected = int(str(error.params.get("prompt_tokens", error.protected_tokens)))
-            failure = ContextTooLong(audit_id, window, reserve, overhead, protected)
+            if provider.kind == "anthropic":
+                fitted = fit_through_pipeline(messages, shape, serializer_for("anthropic"), model.name)
+            else:
+                fitted = fit_for_openai(messages, wire, shape)
+        except TokenBudgetExceeded as error:
+            failure = ContextTooLong(audit_id, window, reserve, overhead, error.protected_tokens)
             payload = {
                 **base,
                 "tokenizer": {"profile": profile.name, "approximate": profile.approximate},
-                "budget": {"context_limit": window, "response_reserve": reserve, "prompt_tokens": protected + overhead},
+                "budget": {
+                    "context_limit": window,
+                    "response_reserve": reserve,
+                    "prompt_tokens": error.protected_tokens + overhead,
+                },
                 "context_strategy": strategy,
                 "entries": [],
                 "provider_messages": [],
@@ -363,49 +535,33 @@ class ProxyService:
             }
             await self._record(audit_id, call, model, payload, 0, failed=failure.code)
             raise failure from None
-        self._account_overhead(result, window, overhead, call)
-        request, dropped = self._chat_request(call, model, provider, result)
+        request, dropped = self._chat_request(call, model, provider, fitted)
         if dropped:
-            result.diagnostics.append(f"not forwarded to an Anthropic provider (no such field): {', '.join(dropped)}")
-        payload = {**base, **result.to_dict(), "calibration": counting.report()}
-        await self._record(audit_id, call, model, payload, result.excluded_count)
-        estimated = payload_tokens(result.payload, counting.base) + request_overhead(call, counting.base)
-        return Prepared(audit_id, model, provider, result, request, result.excluded_count, counting, estimated)
-
-    @staticmethod
-    def _account_overhead(result: PipelineResult, window: int, overhead: int, call: ProxyCall) -> None:
-        """Report the whole window in the audit, with the tool definitions as one protected block."""
-        result.budget["context_limit"] = window
-        result.budget["prompt_tokens"] += overhead
-        if overhead:
-            text = json.dumps(call.tools or [], ensure_ascii=False)
-            result.entries.append(
-                AuditEntry(
-                    identifier="request.tools",
-                    role="system",
-                    source="system",
-                    content=text if len(text) <= 20_000 else text[:20_000] + "…",
-                    tokens=overhead,
-                    included=True,
-                    reason="protected",
-                    order=len(result.entries),
-                    name="tools",
-                )
+            fitted.audit["diagnostics"].append(
+                f"not forwarded to an Anthropic provider (no such field): {', '.join(dropped)}"
             )
+        await self._record(
+            audit_id, call, model, {**base, **fitted.audit, "calibration": counting.report()}, fitted.excluded
+        )
+        # T5: the uncalibrated count of what is sent, which the provider's usage calibrates.
+        if fitted.kept is not None:
+            estimated = counting.base.count_messages(fitted.kept)
+        else:
+            estimated = payload_tokens({"messages": fitted.messages, "system": fitted.system}, counting.base)
+        estimated += request_overhead(call, counting.base)
+        return Prepared(audit_id, model, provider, fitted, request, fitted.excluded, counting, estimated)
 
     @staticmethod
     def _chat_request(
-        call: ProxyCall, model: ModelRow, provider: ProviderRow, result: PipelineResult
+        call: ProxyCall, model: ModelRow, provider: ProviderRow, fitted: Fitted
     ) -> tuple[ChatRequest, list[str]]:
-        payload = result.payload
         if provider.kind == "anthropic":
             extra, dropped = anthropic_options(call)
-            max_tokens = call.max_tokens if call.max_tokens is not None else result.max_tokens
             request = ChatRequest(
                 model=model.name,
-                messages=list(payload["messages"]),
-                system=payload.get("system") or None,
-                max_tokens=max_tokens,
+                messages=fitted.messages,
+                system=fitted.system,
+                max_tokens=call.max_tokens if call.max_tokens is not None else fitted.reserve,
                 stream=call.stream,
                 tools=call.tools,
                 extra=extra,
@@ -415,7 +571,7 @@ class ProxyService:
         if call.max_tokens is not None:
             extra[call.max_tokens_field] = call.max_tokens
         request = ChatRequest(
-            model=model.name, messages=list(payload["messages"]), stream=call.stream, tools=call.tools, extra=extra
+            model=model.name, messages=fitted.messages, stream=call.stream, tools=call.tools, extra=extra
         )
         return request, []
 

@@ -7,6 +7,7 @@ Every SDK client is built with ``max_retries=0`` so that each test counts the re
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -15,11 +16,14 @@ import pytest
 from langchain_core.messages import AIMessageChunk, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
 
+from contextshift.api.app import create_app
 from contextshift.core.groups import build_groups
 from contextshift.core.messages import Message
 from contextshift.tokenizers import get_tokenizer
-from tests.api.conftest import Account, Service
+from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Account, Server, Service, bearer
+from tests.databases import Backend
 from tests.fakes import SECRET, Error, FakeToolCall, Raw, Reply, closed_port_url
+from tests.fakes.server import FakeProvider
 
 PROVIDER_KEY = "sk-test-KEY-789"
 
@@ -463,3 +467,22 @@ async def test_langchain_chat_openai_invokes_and_streams(service: Service) -> No
         assert isinstance(chunk, AIMessageChunk)
         pieces.append(str(chunk.content))
     assert "".join(pieces) == "streamed words here"
+
+
+async def test_audits_are_kept_for_the_configured_time(backend: Backend, fake_provider: FakeProvider) -> None:
+    app = create_app(
+        database=backend.database(),
+        client_options=CLIENT_OPTIONS,
+        admin_token=ADMIN_TOKEN,
+        proxy_audit_ttl=timedelta(0),
+    )
+    with Server(app) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
+            service = Service(url, http, fake_provider, backend)
+            await setup_model(service)
+            raw = sync_client(service).chat.completions.with_raw_response.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+            )
+            assert raw.parse().choices[0].message.content == "Echo: hi"
+            response = await http.get(f"/api/v2/proxy-audits/{raw.headers['x-contextshift-audit']}")
+            assert response.status_code == 404

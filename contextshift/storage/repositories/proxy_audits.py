@@ -23,12 +23,13 @@ from .audits import GENERATION_FAILED, TERMINAL_STATUSES, normalize_error_code
 
 
 def _storable(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A JSON copy without NUL characters (PostgreSQL refuses them; a caller's text may hold them)."""
+    """``value``, or a copy without NUL characters when it has any (PostgreSQL refuses them in JSON; a
+    caller's text may hold them)."""
     encoded = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
-    if "\\u0000" in encoded:
-        encoded = encoded.replace("\\u0000", "")
-    result: dict[str, Any] = json.loads(encoded)
-    return result
+    if "\\u0000" not in encoded:
+        return dict(value)
+    cleaned: dict[str, Any] = json.loads(encoded.replace("\\u0000", ""))
+    return cleaned
 
 
 class ProxyAuditRepository:
