@@ -3,7 +3,9 @@
 On start, when the database has no user, an admin named ``admin`` is created. Its first token is
 ``CONTEXTSHIFT_ADMIN_TOKEN`` when that is set (so scripts and tests know it); otherwise a random one, which
 the caller shows once (as a login URL) because only its hash is kept. When users exist and
-``CONTEXTSHIFT_ADMIN_TOKEN`` is set, it is made a token of the first admin if it is not one already.
+``CONTEXTSHIFT_ADMIN_TOKEN`` is set, it is made a token of the first admin if it is not one already; when it
+is not and the first admin has no API token at all (a database migrated from before users, whose rows were
+given to a new admin), a random one is made and shown as on a first start.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
-from ..storage import Database, Repositories
+from ..storage import Database, NameTaken, Repositories
+from ..storage.repositories.users import BOOTSTRAP_ADMIN, default_owner
 from .errors import ServiceError
 
 ADMIN_TOKEN_ENV = "CONTEXTSHIFT_ADMIN_TOKEN"
-ADMIN_NAME = "admin"
+ADMIN_NAME = BOOTSTRAP_ADMIN
 #: A configured admin token shorter than this is refused at start: it could be guessed.
 MIN_ADMIN_TOKEN_LENGTH = 16
 
@@ -52,22 +55,29 @@ async def bootstrap(db: Database, admin_token: str | None = None) -> Bootstrap:
         try:
             async with db.session() as session:
                 return await _bootstrap(Repositories(session), admin_token)
-        except IntegrityError:  # another instance bootstrapped at the same moment: its admin now exists
+        except (IntegrityError, NameTaken):  # another instance bootstrapped at the same moment: its admin exists
             if attempt:
                 raise
     raise AssertionError("unreachable")
 
 
 async def _bootstrap(repos: Repositories, admin_token: str | None) -> Bootstrap:
+    # Counted before the admin is looked up: under READ COMMITTED an instance bootstrapping at the same moment
+    # may commit in between, and then its admin is found (never "users, but no admin").
+    empty = await repos.users.count() == 0
     admin = await repos.users.first_admin()
-    if admin is None and await repos.users.count() == 0:
+    if admin is None and empty:
         admin = await repos.users.create(name=ADMIN_NAME, role="admin")
         issued = await repos.tokens.issue(admin.id, name="first start", secret=admin_token)
         return Bootstrap(admin.id, None if admin_token is not None else issued.secret)
     if admin is None:
         return Bootstrap(None, None)
-    if admin_token is not None and not await repos.tokens.exists(admin_token):
-        await repos.tokens.issue(admin.id, name=ADMIN_TOKEN_ENV, secret=admin_token)
+    if admin_token is not None:
+        if not await repos.tokens.exists(admin_token):
+            await repos.tokens.issue(admin.id, name=ADMIN_TOKEN_ENV, secret=admin_token)
+        return Bootstrap(admin.id, None)
+    if await repos.tokens.count_for(admin.id) == 0:
+        return Bootstrap(admin.id, (await repos.tokens.issue(admin.id, name="first start")).secret)
     return Bootstrap(admin.id, None)
 
 
@@ -75,10 +85,12 @@ async def create_token(db: Database, user_name: str | None = None, *, name: str 
     """A new API token for the user named ``user_name`` (default: the first admin); (user name, secret).
 
     Raises ``ServiceError`` ``USER_NOT_FOUND`` for an unknown name."""
-    await bootstrap(db, configured_admin_token())
     async with db.session() as session:
         repos = Repositories(session)
-        user = await repos.users.first_admin() if user_name is None else await repos.users.by_name(user_name)
+        if user_name is None:
+            user = await repos.users.get(await default_owner(session))
+        else:
+            user = await repos.users.by_name(user_name)
         if user is None:
             raise ServiceError(404, "USER_NOT_FOUND", f"No user named {user_name!r}.", name=user_name)
         issued = await repos.tokens.issue(user.id, name=name)

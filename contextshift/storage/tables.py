@@ -116,6 +116,8 @@ class BotRow(Base):
     __tablename__ = "bots"
 
     id: Mapped[str] = _id()
+    #: N2: the user this belongs to (only they see it); what predates users belongs to the first admin.
+    owner_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True)
     name: Mapped[str] = mapped_column(String(200), nullable=False)
     chat_model_id: Mapped[str | None] = mapped_column(
         ID, ForeignKey("models.id", ondelete="SET NULL"), nullable=True, index=True
@@ -147,6 +149,8 @@ class LorebookRow(Base):
     __tablename__ = "lorebooks"
 
     id: Mapped[str] = _id()
+    #: N2: the user this belongs to (only they see it); what predates users belongs to the first admin.
+    owner_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True)
     name: Mapped[str] = mapped_column(String(200), nullable=False)
     created_at: Mapped[datetime] = _created()
     entries: Mapped[list[LorebookEntryRow]] = relationship(
@@ -188,6 +192,8 @@ class ChatRow(Base):
     )
 
     id: Mapped[str] = _id()
+    #: N2: the user this belongs to (only they see it); what predates users belongs to the first admin.
+    owner_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), nullable=False, index=True)
     bot_id: Mapped[str] = mapped_column(ID, ForeignKey("bots.id", ondelete="CASCADE"), nullable=False)
     type: Mapped[str] = mapped_column(String(16), nullable=False, default="chat", server_default="chat")
     title: Mapped[str] = mapped_column(String(500), nullable=False, default="", server_default="")

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from ..api import schemas as s
 from ..api import views
+from ..api.auth import Caller
 from ..api.deps import Repos
 from ..api.errors import error_responses
 
@@ -129,8 +130,10 @@ def split_example(messages: list[dict[str, Any]]) -> dict[str, Any]:
     response_model=ImportOut,
     summary="Import the bundled example conversations as bots and chats (web UI onboarding)",
 )
-async def import_examples(repos: Repos) -> dict[str, Any]:
-    existing = {bot.name for bot in await repos.bots.list_all()}
+async def import_examples(principal: Caller, repos: Repos) -> dict[str, Any]:
+    """The examples become the caller's own bots, lorebooks and chats."""
+    owner = principal.user_id
+    existing = {bot.name for bot in await repos.bots.list_all(owner_id=owner)}
     imported: list[dict[str, Any]] = []
     skipped: list[str] = []
     for path in example_files():
@@ -142,11 +145,12 @@ async def import_examples(repos: Repos) -> dict[str, Any]:
         parts = split_example(list(data.get("messages", [])))
         lorebook_ids: list[str] = []
         if parts["lore"]:
-            book = await repos.lorebooks.create(name=f"{name} lore", entries=parts["lore"])
+            book = await repos.lorebooks.create(name=f"{name} lore", entries=parts["lore"], owner_id=owner)
             lorebook_ids.append(book.id)
         settings = SETTINGS.get(path.stem, {})
         bot = await repos.bots.create(
             name=name,
+            owner_id=owner,
             system_prompt=parts["system_prompt"],
             persona=parts["persona"],
             lorebook_ids=lorebook_ids,

@@ -27,7 +27,7 @@ def _operations(document: dict[str, Any]) -> list[tuple[str, str]]:
     found = []
     for path, item in document["paths"].items():
         for method in item:
-            if method in ("get", "post", "put", "patch", "delete") and path.startswith("/api/v2"):
+            if method in ("get", "post", "put", "patch", "delete") and path.startswith(("/api/v2", "/v1")):
                 found.append((method.upper(), re.sub(r"\{[^}]+\}", "0123456789abcdef", path)))
     return found
 
@@ -42,7 +42,10 @@ async def test_every_api_route_refuses_a_request_without_a_token(service: Servic
                 response = await client.request(method, path, json={} if method != "GET" else None)
                 assert response.status_code == 401, (method, path, response.text)
                 error = response.json()["error"]
-                assert (error["code"], error["params"]) == (code, {}) and error["message"]
+                if path.startswith("/v1"):  # OpenAI's error shape, for its SDKs
+                    assert error["code"] == "invalid_api_key" and error["message"]
+                else:
+                    assert (error["code"], error["params"]) == (code, {}) and error["message"]
                 assert response.headers["www-authenticate"].startswith("Bearer")
 
 
@@ -80,7 +83,7 @@ async def test_the_openapi_document_declares_the_bearer_scheme_on_every_api_rout
     assert schemes["token"] == {"type": "http", "scheme": "bearer", "description": schemes["token"]["description"]}
     for path, item in document["paths"].items():
         for method, operation in item.items():
-            if path.startswith("/api/v2"):
+            if path.startswith(("/api/v2", "/v1")):
                 assert operation.get("security") == [{"token": []}], (method, path)
                 assert "401" in operation["responses"], (method, path)
     assert "security" not in document["paths"]["/healthz"]["get"]

@@ -1,4 +1,5 @@
-"""Providers and models (V1, V3). API keys are write-only: stored, used, never returned (N2)."""
+"""Providers and models (V1, V3): shared by every user, managed by admins (403 ``FORBIDDEN`` for others).
+API keys are write-only: stored, used, never returned (N2)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from fastapi import APIRouter, status
 from ...service.errors import not_found
 from .. import schemas as s
 from .. import views
+from ..auth import Admin
 from ..deps import Repos
 from ..envelopes import Deleted, ModelEnvelope, ModelList, ProviderEnvelope, ProviderList
 from ..errors import error_responses
 
 router = APIRouter(tags=["providers and models"], responses=error_responses(400, 422, 500))
+#: What admin-only routes also answer.
+ADMIN_ONLY = error_responses(403)
 
 
-@router.post("/providers", status_code=status.HTTP_201_CREATED, response_model=ProviderEnvelope)
-async def create_provider(body: s.ProviderCreate, repos: Repos) -> dict[str, Any]:
+@router.post("/providers", status_code=status.HTTP_201_CREATED, response_model=ProviderEnvelope, responses=ADMIN_ONLY)
+async def create_provider(body: s.ProviderCreate, _admin: Admin, repos: Repos) -> dict[str, Any]:
     row = await repos.providers.create(**body.model_dump())
     return {"provider": views.provider(row)}
 
@@ -35,8 +39,8 @@ async def get_provider(provider_id: str, repos: Repos) -> dict[str, Any]:
     return {"provider": views.provider(row)}
 
 
-@router.patch("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(404))
-async def patch_provider(provider_id: str, body: s.ProviderPatch, repos: Repos) -> dict[str, Any]:
+@router.patch("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(403, 404))
+async def patch_provider(provider_id: str, body: s.ProviderPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
     changes = body.model_dump(exclude_unset=True)
     if changes.get("api_key") == "":
         changes["api_key"] = None
@@ -46,17 +50,17 @@ async def patch_provider(provider_id: str, body: s.ProviderPatch, repos: Repos) 
     return {"provider": views.provider(row)}
 
 
-@router.delete("/providers/{provider_id}", response_model=Deleted, responses=error_responses(404))
-async def delete_provider(provider_id: str, repos: Repos) -> dict[str, Any]:
+@router.delete("/providers/{provider_id}", response_model=Deleted, responses=error_responses(403, 404))
+async def delete_provider(provider_id: str, _admin: Admin, repos: Repos) -> dict[str, Any]:
     if not await repos.providers.delete(provider_id):
         raise not_found("provider", provider_id)
     return {"deleted": True}
 
 
 @router.post(
-    "/models", status_code=status.HTTP_201_CREATED, response_model=ModelEnvelope, responses=error_responses(404)
+    "/models", status_code=status.HTTP_201_CREATED, response_model=ModelEnvelope, responses=error_responses(403, 404)
 )
-async def create_model(body: s.ModelCreate, repos: Repos) -> dict[str, Any]:
+async def create_model(body: s.ModelCreate, _admin: Admin, repos: Repos) -> dict[str, Any]:
     row = await repos.models.create(**body.model_dump())
     return {"model": views.model(row)}
 
@@ -76,16 +80,16 @@ async def get_model(model_id: str, repos: Repos) -> dict[str, Any]:
     return {"model": views.model(row, await repos.calibrations.get_many([row.id]))}
 
 
-@router.patch("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(404))
-async def patch_model(model_id: str, body: s.ModelPatch, repos: Repos) -> dict[str, Any]:
+@router.patch("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(403, 404))
+async def patch_model(model_id: str, body: s.ModelPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
     row = await repos.models.update(model_id, body.model_dump(exclude_unset=True))
     if row is None:
         raise not_found("model", model_id)
     return {"model": views.model(row, await repos.calibrations.get_many([row.id]))}
 
 
-@router.delete("/models/{model_id}", response_model=Deleted, responses=error_responses(404))
-async def delete_model(model_id: str, repos: Repos) -> dict[str, Any]:
+@router.delete("/models/{model_id}", response_model=Deleted, responses=error_responses(403, 404))
+async def delete_model(model_id: str, _admin: Admin, repos: Repos) -> dict[str, Any]:
     if not await repos.models.delete(model_id):
         raise not_found("model", model_id)
     return {"deleted": True}

@@ -10,9 +10,11 @@ from pydantic import BaseModel
 from ...service.errors import not_found
 from .. import schemas as s
 from .. import views
+from ..auth import Caller, Principal
 from ..deps import Repos
 from ..envelopes import ChatEnvelope, ChatList, Deleted, MessageEnvelope
 from ..errors import error_responses
+from ..ownership import own_bot, own_chat
 
 router = APIRouter(tags=["chats"], responses=error_responses(400, 422, 500))
 
@@ -22,39 +24,37 @@ class MessagePageOut(BaseModel):
     has_more: bool
 
 
-async def _chat(repos: Repos, chat_id: str) -> Any:
-    row = await repos.chats.get(chat_id)
-    if row is None:
-        raise not_found("chat", chat_id)
-    return row
+async def _chat(repos: Repos, chat_id: str, principal: Principal) -> Any:
+    return await own_chat(repos, principal, chat_id)
 
 
 @router.post("/chats", status_code=status.HTTP_201_CREATED, response_model=ChatEnvelope, responses=error_responses(404))
-async def create_chat(body: s.ChatCreate, repos: Repos) -> dict[str, Any]:
-    if await repos.bots.get(body.bot_id) is None:
-        raise not_found("bot", body.bot_id)
+async def create_chat(body: s.ChatCreate, principal: Caller, repos: Repos) -> dict[str, Any]:
+    await own_bot(repos, principal, body.bot_id)
     row = await repos.chats.create(bot_id=body.bot_id, type=body.type, title=body.title or "")
     return {"chat": views.chat(row)}
 
 
 @router.get("/chats", response_model=ChatList)
 async def list_chats(
+    principal: Caller,
     repos: Repos,
     bot_id: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> dict[str, Any]:
-    rows = await repos.chats.list_all(bot_id=bot_id, limit=limit, offset=offset)
+    rows = await repos.chats.list_all(bot_id=bot_id, limit=limit, offset=offset, owner_id=principal.user_id)
     return {"chats": [views.chat(r) for r in rows]}
 
 
 @router.get("/chats/{chat_id}", response_model=ChatEnvelope, responses=error_responses(404))
-async def get_chat(chat_id: str, repos: Repos) -> dict[str, Any]:
-    return {"chat": views.chat(await _chat(repos, chat_id))}
+async def get_chat(chat_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    return {"chat": views.chat(await _chat(repos, chat_id, principal))}
 
 
 @router.delete("/chats/{chat_id}", response_model=Deleted, responses=error_responses(404))
-async def delete_chat(chat_id: str, repos: Repos) -> dict[str, Any]:
+async def delete_chat(chat_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    await _chat(repos, chat_id, principal)
     if not await repos.chats.delete(chat_id):
         raise not_found("chat", chat_id)
     return {"deleted": True}
@@ -66,8 +66,8 @@ async def delete_chat(chat_id: str, repos: Repos) -> dict[str, Any]:
     response_model=MessageEnvelope,
     responses=error_responses(404),
 )
-async def create_message(chat_id: str, body: s.MessageCreate, repos: Repos) -> dict[str, Any]:
-    await _chat(repos, chat_id)
+async def create_message(chat_id: str, body: s.MessageCreate, principal: Caller, repos: Repos) -> dict[str, Any]:
+    await _chat(repos, chat_id, principal)
     data = body.model_dump(exclude_none=True)
     row = await repos.messages.append(chat_id, data)
     return {"message": views.message(row)}
@@ -76,19 +76,22 @@ async def create_message(chat_id: str, body: s.MessageCreate, repos: Repos) -> d
 @router.get("/chats/{chat_id}/messages", response_model=MessagePageOut, responses=error_responses(404))
 async def list_messages(
     chat_id: str,
+    principal: Caller,
     repos: Repos,
     before_seq: Annotated[int | None, Query(ge=0, le=2**62)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 200,
 ) -> dict[str, Any]:
     """The newest ``limit`` messages before ``before_seq``, oldest first; ``has_more`` when older ones exist."""
-    await _chat(repos, chat_id)
+    await _chat(repos, chat_id, principal)
     page = await repos.messages.list_page(chat_id, before_seq=before_seq, limit=limit)
     return {"messages": [views.message(r) for r in reversed(page.rows)], "has_more": page.has_more}
 
 
 @router.patch("/chats/{chat_id}/messages/{message_id}", response_model=MessageEnvelope, responses=error_responses(404))
-async def patch_message(chat_id: str, message_id: str, body: s.MessagePatch, repos: Repos) -> dict[str, Any]:
-    await _chat(repos, chat_id)
+async def patch_message(
+    chat_id: str, message_id: str, body: s.MessagePatch, principal: Caller, repos: Repos
+) -> dict[str, Any]:
+    await _chat(repos, chat_id, principal)
     row = await repos.messages.patch(chat_id, message_id, body.model_dump(exclude_none=True))
     if row is None:
         raise not_found("message", message_id)
@@ -96,8 +99,8 @@ async def patch_message(chat_id: str, message_id: str, body: s.MessagePatch, rep
 
 
 @router.delete("/chats/{chat_id}/messages/{message_id}", response_model=Deleted, responses=error_responses(404))
-async def delete_message(chat_id: str, message_id: str, repos: Repos) -> dict[str, Any]:
-    await _chat(repos, chat_id)
+async def delete_message(chat_id: str, message_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    await _chat(repos, chat_id, principal)
     if not await repos.messages.delete(chat_id, message_id):
         raise not_found("message", message_id)
     return {"deleted": True}

@@ -7,14 +7,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from ...service.compaction import Compactor
-from ...service.errors import not_found
 from ...service.status import chat_status
 from ...service.summarizer import eligible_models
 from .. import schemas as s
 from .. import views
+from ..auth import Caller
 from ..deps import Repos
 from ..envelopes import ModelList
 from ..errors import error_responses
+from ..ownership import check_chat, own_bot, own_chat
 
 router = APIRouter(tags=["compaction"], responses=error_responses(400, 422, 500))
 
@@ -34,41 +35,43 @@ def compactor(request: Request) -> Compactor:
     description="Compact as much of the session as possible now (C6); bypasses the failure cooldown. "
     "A 422 with code `compaction.model_unavailable` says why no summarizer can run (`params.reason`).",
 )
-async def compact(chat_id: str, request: Request) -> dict[str, Any]:
+async def compact(chat_id: str, principal: Caller, request: Request) -> dict[str, Any]:
+    await check_chat(request.app.state.db, principal, chat_id)
     outcome = await compactor(request).run(chat_id, "manual")
     return outcome.to_dict()
 
 
 @router.get("/bots/{bot_id}/compaction/models", response_model=ModelList, responses=error_responses(404))
-async def compaction_models(bot_id: str, repos: Repos) -> dict[str, Any]:
-    if await repos.bots.get(bot_id) is None:
-        raise not_found("bot", bot_id)
+async def compaction_models(bot_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    await own_bot(repos, principal, bot_id)
     return {"models": [views.model(m) for m in await eligible_models(repos)]}
 
 
 @router.get("/bots/{bot_id}/compaction/logs", response_model=s.CompactionLogPage, responses=error_responses(404))
-async def bot_logs(bot_id: str, repos: Repos, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
-    if await repos.bots.get(bot_id) is None:
-        raise not_found("bot", bot_id)
+async def bot_logs(
+    bot_id: str, principal: Caller, repos: Repos, limit: Limit = 50, offset: Offset = 0
+) -> dict[str, Any]:
+    await own_bot(repos, principal, bot_id)
     rows, more = await repos.compaction.logs(bot_id=bot_id, limit=limit, offset=offset)
     return {"logs": [views.compaction_log(r) for r in rows], "has_more": more}
 
 
 @router.get("/chats/{chat_id}/compaction/logs", response_model=s.CompactionLogPage, responses=error_responses(404))
-async def chat_logs(chat_id: str, repos: Repos, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
-    if await repos.chats.get(chat_id) is None:
-        raise not_found("chat", chat_id)
+async def chat_logs(
+    chat_id: str, principal: Caller, repos: Repos, limit: Limit = 50, offset: Offset = 0
+) -> dict[str, Any]:
+    await own_chat(repos, principal, chat_id)
     rows, more = await repos.compaction.logs(chat_id=chat_id, limit=limit, offset=offset)
     return {"logs": [views.compaction_log(r) for r in rows], "has_more": more}
 
 
 @router.get("/chats/{chat_id}/summaries", response_model=s.SummaryList, responses=error_responses(404))
-async def summaries(chat_id: str, repos: Repos) -> dict[str, Any]:
-    if await repos.chats.get(chat_id) is None:
-        raise not_found("chat", chat_id)
+async def summaries(chat_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    await own_chat(repos, principal, chat_id)
     return {"summaries": [views.summary(r) for r in await repos.compaction.active_summaries(chat_id)]}
 
 
 @router.get("/chats/{chat_id}/status", response_model=s.StatusEnvelope, responses=error_responses(404))
-async def status(chat_id: str, request: Request) -> dict[str, Any]:
+async def status(chat_id: str, principal: Caller, request: Request) -> dict[str, Any]:
+    await check_chat(request.app.state.db, principal, chat_id)
     return {"status": await chat_status(request.app.state.db, chat_id, cooldown=compactor(request).cooldown)}

@@ -11,14 +11,14 @@ from fastapi.responses import StreamingResponse
 
 from ...core.errors import TokenBudgetExceeded
 from ...service.commands import command_of, run_command
-from ...service.errors import not_found
 from ...service.generation import Done, Failed, Token
-from ...storage import Repositories
 from .. import schemas as s
 from .. import views
+from ..auth import Caller
 from ..deps import GenerationService, Repos
 from ..envelopes import AuditEnvelope, PreviewEnvelope
 from ..errors import budget_params, error_responses
+from ..ownership import check_bot, check_chat, own_chat
 
 router = APIRouter(tags=["generation"], responses=error_responses(400, 422, 500))
 
@@ -28,11 +28,6 @@ SSE_DESCRIPTION = (
     "itself (TOKEN_BUDGET_EXCEEDED, PROVIDER_*). A request that is wrong before any turn starts (unknown chat, "
     "invalid body, no usable chat model) gets the JSON error envelope instead, streaming or not."
 )
-
-
-async def _chat_exists(request: Request, chat_id: str) -> bool:
-    async with request.app.state.db.session() as session:
-        return await Repositories(session).chats.get(chat_id) is not None
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -47,11 +42,12 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
         200: {"description": SSE_DESCRIPTION, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
     },
 )
-async def generate(chat_id: str, body: s.GenerateRequest, service: GenerationService, request: Request) -> Any:
+async def generate(
+    chat_id: str, body: s.GenerateRequest, principal: Caller, service: GenerationService, request: Request
+) -> Any:
+    await check_chat(service.db, principal, chat_id)
     command = command_of(body.content)
     if command is not None:  # V4: answered by the service, never by the chat model
-        if await _chat_exists(request, chat_id) is False:
-            raise not_found("chat", chat_id)
         answer = views.message(await run_command(service.db, request.app.state.compactor, chat_id, command))
         if not body.stream:
             return {"message": answer, "usage": None}
@@ -89,15 +85,18 @@ async def generate(chat_id: str, body: s.GenerateRequest, service: GenerationSer
 
 
 @router.get("/chats/{chat_id}/context-audit", response_model=AuditEnvelope, responses=error_responses(404))
-async def context_audit(chat_id: str, repos: Repos) -> dict[str, Any]:
-    if await repos.chats.get(chat_id) is None:
-        raise not_found("chat", chat_id)
+async def context_audit(chat_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    await own_chat(repos, principal, chat_id)
     row = await repos.audits.get(chat_id)
     return {"audit": views.audit(row) if row else None}
 
 
 @router.post("/context-preview", response_model=PreviewEnvelope, responses=error_responses(404))
-async def context_preview(body: s.PreviewRequest, service: GenerationService) -> dict[str, Any]:
+async def context_preview(body: s.PreviewRequest, principal: Caller, service: GenerationService) -> dict[str, Any]:
+    if body.chat_id is not None:
+        await check_chat(service.db, principal, body.chat_id)
+    elif body.bot_id is not None:
+        await check_bot(service.db, principal, body.bot_id)
     preview = await service.preview(
         chat_id=body.chat_id, bot_id=body.bot_id, draft=body.user_message, max_tokens=body.max_tokens
     )

@@ -22,6 +22,7 @@ from ._common import (
     string_list,
     text_value,
 )
+from .users import default_owner
 
 
 def _model_id(field: str, value: Any) -> str | None:
@@ -98,11 +99,12 @@ class BotRepository:
         if model.type != "chat":
             raise InvalidValue("chat_model_id", f"model {model_id!r} is a {model.type} model, not a chat model")
 
-    async def create(self, *, name: str, **fields: Any) -> BotRow:
-        """Create a bot; ``fields`` are any of ``BOT_DEFAULTS``' keys (others raise ``InvalidValue``)."""
+    async def create(self, *, name: str, owner_id: str | None = None, **fields: Any) -> BotRow:
+        """Create a bot of ``owner_id`` (default: the first admin); ``fields`` are any of ``BOT_DEFAULTS``' keys
+        (others raise ``InvalidValue``)."""
         values = {**BOT_DEFAULTS, **fields, "name": name}
         await self._check_model(values)
-        row = BotRow()
+        row = BotRow(owner_id=owner_id or await default_owner(self.session))
         apply_changes(row, values, _BOT_FIELDS)
         self.session.add(row)
         await self.session.flush()
@@ -111,8 +113,12 @@ class BotRepository:
     async def get(self, bot_id: str) -> BotRow | None:
         return await self.session.get(BotRow, bot_id)
 
-    async def list_all(self) -> Sequence[BotRow]:
-        return (await self.session.scalars(select(BotRow).order_by(BotRow.created_at, BotRow.id))).all()
+    async def list_all(self, *, owner_id: str | None = None) -> Sequence[BotRow]:
+        """Every bot, oldest first; only one user's with ``owner_id``."""
+        query = select(BotRow).order_by(BotRow.created_at, BotRow.id)
+        if owner_id is not None:
+            query = query.where(BotRow.owner_id == owner_id)
+        return (await self.session.scalars(query)).all()
 
     async def update(self, bot_id: str, changes: Mapping[str, Any]) -> BotRow | None:
         """Set the given fields (``name`` and ``BOT_DEFAULTS``' keys)."""

@@ -25,12 +25,15 @@ class ChatRepository:
         self.session = session
 
     async def create(self, *, bot_id: str, type: str = "chat", title: str = "") -> ChatRow:
-        """Raises ``NotFound`` (``BOT_NOT_FOUND``) when the bot does not exist."""
+        """Raises ``NotFound`` (``BOT_NOT_FOUND``) when the bot does not exist. The chat belongs to the bot's owner."""
         chat_type = choice("type", type, CHAT_TYPES)
         title = text_value("title", title, max_length=500)
-        if await self.session.get(BotRow, bot_id) is None:
+        bot = await self.session.get(BotRow, bot_id)
+        if bot is None:
             raise NotFound("bot", bot_id)
-        row = ChatRow(bot_id=bot_id, type=chat_type, title=title, history_version=0, last_seq=0)
+        row = ChatRow(
+            bot_id=bot_id, owner_id=bot.owner_id, type=chat_type, title=title, history_version=0, last_seq=0
+        )
         self.session.add(row)
         await self.session.flush()
         return row
@@ -46,10 +49,17 @@ class ChatRepository:
         return row
 
     async def list_all(
-        self, *, bot_id: str | None = None, limit: int | None = None, offset: int = 0
+        self,
+        *,
+        bot_id: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        owner_id: str | None = None,
     ) -> Sequence[ChatRow]:
-        """Chats, most recently updated first; only one bot's with ``bot_id``."""
+        """Chats, most recently updated first; only one bot's with ``bot_id``, one user's with ``owner_id``."""
         query = select(ChatRow).order_by(ChatRow.updated_at.desc(), ChatRow.id)
+        if owner_id is not None:
+            query = query.where(ChatRow.owner_id == owner_id)
         if bot_id is not None:
             query = query.where(ChatRow.bot_id == bot_id)
         if limit is not None:

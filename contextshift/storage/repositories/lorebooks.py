@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..errors import InvalidValue
 from ..tables import ENTRY_POSITIONS, LorebookEntryRow, LorebookRow
 from ._common import boolean, choice, execute_rowcount, integer, string_list, text_value
+from .users import default_owner
 
 #: Depth used for a ``depth`` entry that does not give one.
 DEFAULT_ENTRY_DEPTH = 4
@@ -69,8 +70,12 @@ class LorebookRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def create(self, *, name: str, entries: Iterable[Mapping[str, Any]] = ()) -> LorebookRow:
+    async def create(
+        self, *, name: str, entries: Iterable[Mapping[str, Any]] = (), owner_id: str | None = None
+    ) -> LorebookRow:
+        """A lorebook of ``owner_id`` (default: the first admin)."""
         row = LorebookRow(name=text_value("name", name, required=True, max_length=200))
+        row.owner_id = owner_id or await default_owner(self.session)
         row.entries = _entry_rows(entries)
         self.session.add(row)
         await self.session.flush()
@@ -87,8 +92,11 @@ class LorebookRepository:
         found = {r.id: r for r in (await self.session.scalars(select(LorebookRow).where(LorebookRow.id.in_(ids))))}
         return [found[i] for i in ids if i in found]
 
-    async def list_all(self) -> Sequence[LorebookRow]:
+    async def list_all(self, *, owner_id: str | None = None) -> Sequence[LorebookRow]:
+        """Every lorebook, oldest first; only one user's with ``owner_id``."""
         query = select(LorebookRow).order_by(LorebookRow.created_at, LorebookRow.id)
+        if owner_id is not None:
+            query = query.where(LorebookRow.owner_id == owner_id)
         return (await self.session.scalars(query)).all()
 
     async def update(

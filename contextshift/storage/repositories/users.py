@@ -25,6 +25,8 @@ from ._common import Validator, apply_changes, boolean, choice, execute_rowcount
 
 #: What every secret starts with, so a leaked one is recognizable (and secret scanners can look for it).
 SECRET_PREFIX = "cs_"
+#: The name of the admin a fresh database gets.
+BOOTSTRAP_ADMIN = "admin"
 #: ``last_used_at`` is written at most this often per token (not one write per request).
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -128,6 +130,16 @@ class UserRepository:
         return await execute_rowcount(self.session, delete(UserRow).where(UserRow.id == user_id)) > 0
 
 
+async def default_owner(session: AsyncSession) -> str:
+    """The owner of a row made without one (tools, imports, tests): the first admin, as for rows that predate
+    users. On a database without users yet, that admin is created here (the service's start gives it a token)."""
+    users = UserRepository(session)
+    admin = await users.first_admin()
+    if admin is None:
+        admin = await users.by_name(BOOTSTRAP_ADMIN) or await users.create(name=BOOTSTRAP_ADMIN, role="admin")
+    return admin.id
+
+
 class TokenRepository:
     """Issue, find, list and revoke tokens."""
 
@@ -163,6 +175,12 @@ class TokenRepository:
             token.last_used_at = now
             await self.session.flush()
         return token, user
+
+    async def count_for(self, user_id: str, kind: str = "api") -> int:
+        query = select(func.count()).select_from(ApiTokenRow).where(
+            ApiTokenRow.user_id == user_id, ApiTokenRow.kind == kind
+        )
+        return int(await self.session.scalar(query) or 0)
 
     async def exists(self, secret: str) -> bool:
         query = select(ApiTokenRow.id).where(ApiTokenRow.token_hash == hash_secret(secret))
