@@ -482,6 +482,34 @@ class ProxyService:
             raise model_not_found(name)
         return chosen, provider
 
+    async def resolve(self, name: str) -> tuple[ModelRow, ProviderRow]:
+        """The enabled chat model named ``name`` (by id or name) and its provider, or 404 ``MODEL_NOT_FOUND``."""
+        async with self.db.session() as session:
+            return await self._resolve(Repositories(session), name)
+
+    async def copy_chat_audit(self, chat_id: str, generation_id: str, user_id: str) -> None:
+        """Sessions: the chat's audit of ``generation_id``, kept as the caller's proxy audit under the same id."""
+        with anyio.CancelScope(shield=True):
+            async with self.db.session() as session:
+                repos = Repositories(session)
+                row = await repos.audits.get(chat_id)
+                if row is None or row.generation_id != generation_id:
+                    return
+                payload = {**row.payload, "chat_id": chat_id}
+                excluded = int(payload.get("excluded_count") or 0)
+                await repos.proxy_audits.prepare(
+                    generation_id,
+                    user_id=user_id,
+                    model=str(payload.get("model") or ""),
+                    payload=payload,
+                    excluded_count=excluded,
+                    ttl=self.audit_ttl,
+                )
+                if row.status != "prepared":
+                    await repos.proxy_audits.finish(
+                        generation_id, row.status, error_code=row.error_code, usage=row.usage
+                    )
+
     # -- fitting ------------------------------------------------------------------------------------------
 
     async def prepare(self, call: ProxyCall) -> Prepared:

@@ -486,3 +486,63 @@ async def test_audits_are_kept_for_the_configured_time(backend: Backend, fake_pr
             assert raw.parse().choices[0].message.content == "Echo: hi"
             response = await http.get(f"/api/v2/proxy-audits/{raw.headers['x-contextshift-audit']}")
             assert response.status_code == 404
+
+
+# -- sessions --------------------------------------------------------------------------------------------
+
+
+async def test_a_session_appends_the_new_turn_to_the_chat_and_answers_from_its_pipeline(service: Service) -> None:
+    ids = await service.setup_chat(system_prompt="You are the stored bot.")
+    client = sync_client(service)
+    resent = [
+        {"role": "system", "content": "The app's own system prompt, not used."},
+        {"role": "user", "content": "an earlier question the chat never saw"},
+        {"role": "assistant", "content": "an earlier answer"},
+        {"role": "user", "content": "hello"},
+    ]
+    session = {"contextshift": {"chat_id": ids["chat"]}}
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=resent, extra_body=session)  # type: ignore[arg-type]
+    assert raw.parse().choices[0].message.content == "Echo: hello"
+    assert service.fake.last.messages == [
+        {"role": "system", "content": "You are the stored bot."},
+        {"role": "user", "content": "hello"},
+    ]
+    stored = (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"]
+    assert [(m["role"], m["content"]) for m in stored] == [("user", "hello"), ("assistant", "Echo: hello")]
+    with client.chat.completions.stream(
+        model="gpt-4o",
+        messages=[*resent, {"role": "user", "content": "again"}],
+        extra_body=session,  # type: ignore[arg-type]
+    ) as stream:
+        text = "".join(e.delta for e in stream if e.type == "content.delta")
+    assert text == "Echo: again"
+    assert [m["content"] for m in service.fake.last.messages] == [
+        "You are the stored bot.",
+        "hello",
+        "Echo: hello",
+        "again",
+    ]
+    record = await audit(service, raw.headers["x-contextshift-audit"])  # the chat's audit, kept for the caller
+    assert record["status"] == "completed" and any(e["content"] == "hello" for e in record["entries"])
+
+
+async def test_a_session_refuses_tools_and_an_unknown_chat(service: Service) -> None:
+    await setup_model(service)
+    client = sync_client(service)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "x"}],
+            tools=tools,  # type: ignore[arg-type]
+            extra_body={"contextshift": {"chat_id": "whatever"}},
+        )
+    assert caught.value.param == "tools"
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "x"}],
+            extra_body={"contextshift": {"chat_id": "nope"}},
+        )
+    assert missing.value.code == "chat_not_found"
+    assert service.fake.requests == []

@@ -21,6 +21,7 @@ from ...providers import Finished, TextDelta
 from ...providers.base import ChatResult, StreamEvent
 from ...service.errors import ServiceError
 from ...service.proxy import ContextTooLong, ProxyService, UpstreamFailed, invalid_request
+from .. import openai_sessions as sessions
 from .. import openai_wire as wire
 from ..auth import Caller
 
@@ -141,7 +142,11 @@ async def list_models(request: Request) -> dict[str, Any]:
 async def chat_completions(request: Request, principal: Caller) -> Response:
     service = proxy_service(request)
     try:
-        call, include_usage, _extension = wire.read_call(await _body(request), user_id=principal.user_id)
+        call, include_usage, extension = wire.read_call(await _body(request), user_id=principal.user_id)
+        if extension.get("chat_id") is not None:
+            return await sessions.answer(
+                service, request.app.state.generations, call, extension["chat_id"], include_usage
+            )
         prepared = await service.prepare(call)
     except ContextTooLong as error:
         return wire.service_error(error, wire.visibility(error.audit_id, 0))
