@@ -24,6 +24,8 @@ from ..service.errors import ServiceError
 from ..service.generation import Done, Failed, Generations, Token
 from ..service.proxy import ProxyCall, ProxyService, invalid_request
 from . import openai_wire as wire
+from .auth import Principal
+from .ownership import check_chat
 
 
 def new_turn(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -73,6 +75,7 @@ async def answer(
     call: ProxyCall,
     chat_id: Any,
     include_usage: bool,
+    principal: Principal,
 ) -> Response:
     await proxy.resolve(call.model)  # 404 before anything else, as without a session
     if not isinstance(chat_id, str) or not chat_id:
@@ -82,6 +85,7 @@ async def answer(
             "tools cannot be sent with contextshift.chat_id (the chat's pipeline sends none).", "tools"
         )
     content = new_turn(call.messages)
+    await check_chat(generations.db, principal, chat_id)  # another user's chat is CHAT_NOT_FOUND (N2)
     try:
         generation_id, turn, result = await generations.start(chat_id, content, call.max_tokens)
     except TokenBudgetExceeded as error:

@@ -526,8 +526,10 @@ async def test_a_session_appends_the_new_turn_to_the_chat_and_answers_from_its_p
     assert record["status"] == "completed" and any(e["content"] == "hello" for e in record["entries"])
 
 
-async def test_a_session_refuses_tools_and_an_unknown_chat(service: Service) -> None:
-    await setup_model(service)
+async def test_a_session_refuses_tools_an_unknown_chat_and_another_users_chat(
+    service: Service, other_user: Account
+) -> None:
+    ids = await service.setup_chat()
     client = sync_client(service)
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
     with pytest.raises(openai.BadRequestError) as caught:
@@ -545,4 +547,12 @@ async def test_a_session_refuses_tools_and_an_unknown_chat(service: Service) -> 
             extra_body={"contextshift": {"chat_id": "nope"}},
         )
     assert missing.value.code == "chat_not_found"
+    with pytest.raises(openai.NotFoundError) as foreign:  # the admin's chat, asked for by another user
+        sync_client(service, other_user.token).chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "x"}],
+            extra_body={"contextshift": {"chat_id": ids["chat"]}},
+        )
+    assert foreign.value.code == "chat_not_found"
     assert service.fake.requests == []
+    assert (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"] == []

@@ -145,7 +145,7 @@ async def chat_completions(request: Request, principal: Caller) -> Response:
         call, include_usage, extension = wire.read_call(await _body(request), user_id=principal.user_id)
         if extension.get("chat_id") is not None:
             return await sessions.answer(
-                service, request.app.state.generations, call, extension["chat_id"], include_usage
+                service, request.app.state.generations, call, extension["chat_id"], include_usage, principal
             )
         prepared = await service.prepare(call)
     except ContextTooLong as error:
