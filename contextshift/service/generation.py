@@ -10,6 +10,7 @@ A preview runs the same loading and pipeline in a transaction that is rolled bac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -20,15 +21,16 @@ import anyio
 
 from ..core.errors import TokenBudgetExceeded
 from ..core.tokens import TokenizerProfile
-from ..pipeline import PipelineResult, run_pipeline
+from ..pipeline import PipelineResult
 from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, TextDelta, make_client
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
 from .calibration import learn
 from .compaction import Compactor
+from .counting import ServerCounting, run_counted
 from .errors import ServiceError, not_found
 from .recovery import ContextRetry
-from .turn import Turn, chat_and_bot, load_turn, require_generation_ready
+from .turn import Turn, chat_and_bot, load_turn, profile_for, require_generation_ready, resolve_model
 from .usage import usage_of
 
 log = logging.getLogger("contextshift.generation")
@@ -110,6 +112,31 @@ class Generations:
         self.client_options = client_options
         self.compactor = compactor
         self._background: set[asyncio.Task[Any]] = set()
+        #: Provider tokenizers (T5): probed once per provider and model, their counts cached by content.
+        self.server_counting = ServerCounting()
+
+    @property
+    def counting(self) -> ServerCounting:
+        """The server tokenizers, on the service's shared HTTP client when there is one."""
+        self.server_counting.client = self.client_options.get("http_client")
+        return self.server_counting
+
+    async def _warm_counts(self, chat_id: str, content: str, max_tokens: int | None) -> None:
+        """Fetch the server's counts of the coming prompt in a read-only pass, so that the turn's own
+        transaction (which holds the write lock) makes no tokenize call."""
+        counting = self.counting
+        async with self.db.session() as session:
+            repos = Repositories(session)
+            chat, bot = await chat_and_bot(repos, chat_id)
+            model, provider = await resolve_model(repos, bot)
+            if await counting.tokenizer_for(model, provider, profile_for(model)) is None:
+                return
+            turn = await load_turn(
+                repos, bot=bot, chat=chat, draft=content, max_tokens=max_tokens, preview=True, server_counting=counting
+            )
+            with contextlib.suppress(TokenBudgetExceeded):
+                await run_counted(turn.request, turn.server, counting)
+            await session.rollback()
 
     async def _compact_before_send(self, chat_id: str) -> None:
         """C2: a synchronous pass at 75%; a failure is logged and the turn goes on (shifting still fits it)."""
@@ -158,9 +185,12 @@ class Generations:
             bot = await repos.bots.get(bot_id)
             if bot is None:
                 raise not_found("bot", bot_id)
-            turn = await load_turn(repos, bot=bot, chat=chat, draft=draft, max_tokens=max_tokens, preview=True)
+            counting = self.counting
+            turn = await load_turn(
+                repos, bot=bot, chat=chat, draft=draft, max_tokens=max_tokens, preview=True, server_counting=counting
+            )
             try:
-                return preview_payload(turn, run_pipeline(turn.request))
+                return preview_payload(turn, await run_counted(turn.request, turn.server, counting))
             finally:
                 await session.rollback()  # a preview writes nothing (A5)
 
@@ -171,14 +201,18 @@ class Generations:
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
         await self._compact_before_send(chat_id)
+        await self._warm_counts(chat_id, content, max_tokens)
+        counting = self.counting
         async with self.db.session() as session:
             repos = Repositories(session)
             chat, bot = await chat_and_bot(repos, chat_id)
             await repos.messages.append(chat.id, {"role": "user", "content": content})
-            turn = await load_turn(repos, bot=bot, chat=chat, draft=None, max_tokens=max_tokens, preview=False)
+            turn = await load_turn(
+                repos, bot=bot, chat=chat, draft=None, max_tokens=max_tokens, preview=False, server_counting=counting
+            )
             require_generation_ready(bot, turn.model, turn.provider)
             try:
-                result = run_pipeline(turn.request)
+                result = await run_counted(turn.request, turn.server, counting)
             except TokenBudgetExceeded as error:
                 failure = (_failed_payload(turn, error), error)  # read the rows before the rollback expires them
                 await session.rollback()  # the input is not stored: the request is rejected

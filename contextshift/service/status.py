@@ -7,11 +7,11 @@ from typing import Any
 
 from ..core.compaction import FAILURE_COOLDOWN_SECONDS, cooldown_active
 from ..core.errors import TokenBudgetExceeded
-from ..pipeline import run_pipeline
 from ..storage import Database, Repositories
 from ..storage.tables import CompactionLogRow
 from ..storage.types import utcnow
 from .compaction import window_of
+from .counting import ServerCounting, run_counted
 from .summarizer import CompactionUnavailable, resolve
 from .turn import chat_and_bot, load_turn
 
@@ -35,13 +35,21 @@ def log_dict(row: CompactionLogRow) -> dict[str, Any]:
     }
 
 
-async def chat_status(db: Database, chat_id: str, *, cooldown: float = FAILURE_COOLDOWN_SECONDS) -> dict[str, Any]:
+async def chat_status(
+    db: Database,
+    chat_id: str,
+    *,
+    cooldown: float = FAILURE_COOLDOWN_SECONDS,
+    counting: ServerCounting | None = None,
+) -> dict[str, Any]:
     async with db.session() as session:
         repos = Repositories(session)
         chat, bot = await chat_and_bot(repos, chat_id)
-        turn = await load_turn(repos, bot=bot, chat=chat, draft="", max_tokens=None, preview=True)
+        turn = await load_turn(
+            repos, bot=bot, chat=chat, draft="", max_tokens=None, preview=True, server_counting=counting
+        )
         try:
-            tokens = run_pipeline(turn.request).budget["prompt_tokens"]
+            tokens = (await run_counted(turn.request, turn.server, counting)).budget["prompt_tokens"]
         except TokenBudgetExceeded as error:
             tokens = error.protected_tokens
         window = window_of(bot, turn.model.context_window if turn.model else None)

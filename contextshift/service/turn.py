@@ -18,7 +18,9 @@ from ..providers import to_anthropic_messages, to_openai_messages
 from ..storage import Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
+from ..tokenizers.server import ServerTokenizer
 from .calibration import Counting, counting_for
+from .counting import ServerCounting
 from .errors import ServiceError, not_found
 from .history import is_command, merge
 from .recall import RECALL, recall_candidates
@@ -49,6 +51,8 @@ class Turn:
     @property
     def calibration(self) -> Calibration:
         return self.counting.calibration if self.counting is not None else Calibration()
+    #: The provider's own tokenizer, when it has one: build the prompt with ``service.counting.run_counted``.
+    server: ServerTokenizer | None = None
 
 
 def profile_for(model: ModelRow | None) -> TokenizerProfile:
@@ -106,19 +110,28 @@ async def load_turn(
     draft: str | None,
     max_tokens: int | None,
     preview: bool,
+    server_counting: ServerCounting | None = None,
 ) -> Turn:
-    """Build the pipeline request of a turn. ``draft`` None means the input is already the last message."""
+    """Build the pipeline request of a turn. ``draft`` None means the input is already the last message.
+
+    With ``server_counting``, a provider that tokenizes (T5) gives the ``server`` profile; the history window is
+    still read with the offline profile (its estimates are what ``message_tokens`` stores).
+    """
     model, provider = await resolve_model(repos, bot)
     base = profile_for(model)
     counting = await counting_for(repos, model, base)
     notes: list[str] = []
-    profile = counting.profile
+    profile: TokenizerProfile = counting.profile
     scale = profile.scale if isinstance(profile, CalibratedProfile) else 1.0
     if drifts(counting.calibration) and not base.approximate:
         notes.append(
             f'tokenizer "{base.name}" disagrees with the provider (×{counting.calibration.factor:.2f} over '
             f"{counting.calibration.calls} calls): check the model's tokenizer setting"
         )
+    # T5: a provider that tokenizes counts exactly; what it has not counted yet, the calibrated estimate does.
+    server = await server_counting.tokenizer_for(model, provider, base) if server_counting is not None else None
+    if server is not None:
+        profile = server.profile(counting.profile)
     limit = bot.context_limit or (model.context_window if model else None)
     if limit is None:
         limit = DEFAULT_CONTEXT_LIMIT
@@ -200,4 +213,5 @@ async def load_turn(
         request=request,
         notes=notes,
         counting=counting,
+        server=server,
     )

@@ -18,6 +18,7 @@ from typing import Any
 import uvicorn
 
 from . import render
+from . import tokenizer as fake_tokenizer
 from .script import SECRET, Error, Raw, RecordedRequest, Reply, ScriptItem
 from .tokens import Counting, rejection
 from .validate import anthropic_problem, openai_problem
@@ -96,6 +97,12 @@ class FakeProvider:
         self.expected_api_key: str | None = None
         #: Reject requests a real provider would reject (bad role order, missing max_tokens, ...).
         self.strict = True
+        #: Serve tokenizer endpoints in this dialect (``llama-cpp-python``, ``llama.cpp``, ``vllm``); with a
+        #: dialect, chat usage counts the templated prompt with the same tokenizer (see ``tests/fakes/tokenizer``).
+        #: ``None`` (default): those paths answer 404. Tokenizer calls are recorded in ``tokenize_requests``,
+        #: never in ``requests``.
+        self.tokenizer: str | None = None
+        self._tokenize_requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
         self._counting: dict[str | None, Counting] = {}
@@ -181,8 +188,10 @@ class FakeProvider:
             self._script.clear()
             self._requests.clear()
             self._counting.clear()
+            self._tokenize_requests.clear()
         self.expected_api_key = None
         self.strict = True
+        self.tokenizer = None
 
     @property
     def pending(self) -> int:
@@ -193,6 +202,11 @@ class FakeProvider:
     def requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._requests)
+
+    @property
+    def tokenize_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._tokenize_requests)
 
     @property
     def last(self) -> RecordedRequest:
@@ -251,6 +265,15 @@ class FakeProvider:
         record = conn.record
         if record.method == "GET" and record.path.rstrip("/").endswith("/models"):
             await conn.json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            return
+        if record.path in fake_tokenizer.TOKENIZER_PATHS:
+            if self.tokenizer is None:
+                await conn.json(404, {"detail": "Not Found"})
+                return
+            with self._lock:
+                self._tokenize_requests.append(record)
+            status, payload = fake_tokenizer.answer(self.tokenizer, record.path, record.body)
+            await conn.json(status, payload)
             return
         with self._lock:
             self._requests.append(record)
@@ -316,6 +339,8 @@ class FakeProvider:
         counting = self.counting_for(body.get("model"))
         if counting is not None and reply.input_tokens is None:
             reply = replace(reply, input_tokens=counting.prompt_tokens(body))
+        elif self.tokenizer is not None and reply.input_tokens is None and record.protocol == "openai":
+            reply = replace(reply, input_tokens=fake_tokenizer.prompt_tokens(self.tokenizer, body))
         resolved = render.resolve(reply, body)
         serial = next(self._serial)
         if not record.stream:

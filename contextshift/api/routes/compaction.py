@@ -74,4 +74,10 @@ async def summaries(chat_id: str, principal: Caller, repos: Repos) -> dict[str, 
 @router.get("/chats/{chat_id}/status", response_model=s.StatusEnvelope, responses=error_responses(404))
 async def status(chat_id: str, principal: Caller, request: Request) -> dict[str, Any]:
     await check_chat(request.app.state.db, principal, chat_id)
-    return {"status": await chat_status(request.app.state.db, chat_id, cooldown=compactor(request).cooldown)}
+    status = await chat_status(
+        request.app.state.db,
+        chat_id,
+        cooldown=compactor(request).cooldown,
+        counting=request.app.state.generations.counting,
+    )
+    return {"status": status}

@@ -1,0 +1,90 @@
+"""Exact counts from the provider's own tokenizer before the pipeline runs (T4, T5).
+
+The pipeline is synchronous and pure; tokenize calls are network calls. So the service probes the provider
+once (:class:`~contextshift.tokenizers.server.ServerTokenizers`), gives the pipeline a profile over the shared
+count cache, and builds the prompt in rounds: each round's missing texts (counted by estimate meanwhile) are
+fetched in one concurrent batch and the prompt is built again; normally the second round finds every count.
+If the server stops answering, the estimates stay and the prompt says it is approximate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httpx
+
+from ..core.errors import TokenBudgetExceeded
+from ..core.fetched import FetchedCountsProfile
+from ..core.tokens import TokenizerProfile
+from ..pipeline import PipelineRequest, PipelineResult, run_pipeline
+from ..storage.tables import ModelRow, ProviderRow
+from ..tokenizers.server import PROFILE_NAME, ServerTokenizer, ServerTokenizers
+
+#: Rounds of "build, fetch what was missing" before the prompt is taken as it is.
+MAX_ROUNDS = 4
+#: Provider kinds whose servers may have a tokenizer endpoint (OpenAI-compatible local servers).
+PROBED_KINDS = frozenset({"openai"})
+
+
+def wants_server(model: ModelRow | None, provider: ProviderRow | None, offline: TokenizerProfile) -> bool:
+    """Probe when the model's ``tokenizer`` says ``server``, or when it has none and only an estimate exists."""
+    if model is None or provider is None or provider.kind not in PROBED_KINDS:
+        return False
+    if model.tokenizer:
+        return model.tokenizer.strip().lower() == PROFILE_NAME
+    return offline.approximate
+
+
+@dataclass(slots=True)
+class ServerCounting:
+    """The service's server tokenizers and the HTTP client their calls use."""
+
+    tokenizers: ServerTokenizers = field(default_factory=ServerTokenizers)
+    client: httpx.AsyncClient | None = None
+
+    @contextlib.asynccontextmanager
+    async def http(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self.client is not None:
+            yield self.client
+            return
+        async with httpx.AsyncClient() as client:
+            yield client
+
+    async def tokenizer_for(
+        self, model: ModelRow | None, provider: ProviderRow | None, offline: TokenizerProfile
+    ) -> ServerTokenizer | None:
+        if not wants_server(model, provider, offline):
+            return None
+        assert model is not None and provider is not None
+        async with self.http() as client:
+            return await self.tokenizers.get(client, provider.base_url, model.name, provider.api_key)
+
+
+async def run_counted(
+    request: PipelineRequest, server: ServerTokenizer | None, counting: ServerCounting | None
+) -> PipelineResult:
+    """``run_pipeline`` with the server's counts fetched first (see the module docstring)."""
+    profile = request.profile
+    if server is None or counting is None or not isinstance(profile, FetchedCountsProfile):
+        return run_pipeline(request)
+    async with counting.http() as client:
+        for round_number in range(MAX_ROUNDS):
+            result: PipelineResult | None = None
+            error: TokenBudgetExceeded | None = None
+            try:
+                result = run_pipeline(request)
+            except TokenBudgetExceeded as exc:
+                error = exc
+            if not profile.missing or round_number == MAX_ROUNDS - 1:
+                if error is not None:
+                    raise error
+                assert result is not None
+                return result
+            if not await server.fill(client, profile):
+                break
+    return run_pipeline(request)  # the server failed: estimates, and the result says approximate
+
+
+__all__ = ["MAX_ROUNDS", "ServerCounting", "run_counted", "wants_server"]
