@@ -25,7 +25,10 @@ def command_of(content: str) -> str | None:
 
 def _compact_answer(outcome: dict[str, Any]) -> str:
     if outcome["status"] == "ok":
-        return f"Compacted {outcome['message_count']} message(s) into a summary."
+        done = f"Compacted {outcome['message_count']} message(s) into a summary."
+        if outcome.get("passes_failed"):
+            done += f" A later pass failed ({outcome['error_code']}); the rest of the history is unchanged."
+        return done
     if outcome["status"] == "noop":
         return "Nothing to compact: the history is already as small as it can be."
     return f"Compaction failed ({outcome['error_code']}); every message is still there."

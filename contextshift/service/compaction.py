@@ -52,7 +52,21 @@ REJECTED = {
     "empty": "COMPACTION_SUMMARY_EMPTY",
     "truncated": "COMPACTION_SUMMARY_TRUNCATED",
     "not_smaller": "COMPACTION_SUMMARY_NOT_SMALLER",
+    "unfaithful": "COMPACTION_SUMMARY_UNFAITHFUL",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """One pass: what it committed (``summary`` and the raw messages folded) or why it failed, and the
+    summarizer usage it cost either way (a rejected reply still used tokens; C12)."""
+
+    summary: str | None = None
+    folded: int = 0
+    error_code: str | None = None
+    reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +77,8 @@ class Outcome:
     log_id: str | None = None
     error_code: str | None = None
     reason: str | None = None
+    passes_committed: int = 0
+    passes_failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,6 +87,9 @@ class Outcome:
             "message_count": self.message_count,
             "log_id": self.log_id,
             "error_code": self.error_code,
+            "reason": self.reason,
+            "passes_committed": self.passes_committed,
+            "passes_failed": self.passes_failed,
         }
 
 
@@ -228,9 +247,10 @@ class Compactor:
             )
         settings = settings_of(bot)
         limit = MAX_MANUAL_PASSES if trigger == "manual" else MAX_BACKGROUND_PASSES
-        folded = passes = input_tokens = output_tokens = 0
+        folded = passes = failed = input_tokens = output_tokens = 0
         summary_text: str | None = None
         error_code: str | None = None
+        reason: str | None = None
         for _ in range(limit):
             version, history = await self._history(chat_id)
             if version is None:
@@ -247,14 +267,16 @@ class Compactor:
             if result is None:  # nothing (more) to fold
                 break
             passes += 1
-            if isinstance(result, str):
-                error_code = result
+            input_tokens += result.input_tokens  # every pass's usage, a rejected one's too (C12)
+            output_tokens += result.output_tokens
+            if result.error_code is not None:
+                failed += 1
+                error_code, reason = result.error_code, result.reason
                 break
-            text, count, used_in, used_out = result
-            summary_text, folded = text, folded + count
-            input_tokens += used_in
-            output_tokens += used_out
-        status = "error" if error_code else ("ok" if folded else "noop")
+            summary_text, folded = result.summary, folded + result.folded
+        committed = passes - failed
+        # A run that committed some passes succeeded (the log keeps the later pass's error code beside it).
+        status = "ok" if committed else ("error" if error_code else "noop")
         async with self.db.session() as session:
             repos = Repositories(session)
             await repos.compaction.finish_log(
@@ -271,8 +293,9 @@ class Compactor:
             if error_code != HISTORY_CHANGED:
                 await repos.compaction.set_failed_at(chat_id, utcnow() if error_code else None)
         if error_code:
-            log.info("compaction of chat %s failed (%s)", chat_id, error_code)
-        return Outcome(status, summary_text, folded, entry.id, error_code)
+            detail = f", {reason}" if reason else ""
+            log.info("compaction of chat %s: a pass failed (%s%s)", chat_id, error_code, detail)
+        return Outcome(status, summary_text, folded, entry.id, error_code, reason, committed, failed)
 
     async def _shrunk(
         self, error: ProviderError, summarizer: Summarizer, counting: Counting, sent: list[Message]
@@ -308,8 +331,8 @@ class Compactor:
         summarizer: Summarizer,
         profile: TokenizerProfile,
         target: int | None,
-    ) -> tuple[str, int, int, int] | str | None:
-        """A pass: (summary, messages folded, tokens in, tokens out), an error code, or None for nothing to do.
+    ) -> PassResult | None:
+        """A pass's result, or None when there is nothing to fold.
 
         T5: the summarizer's input is counted with the summarizer model's calibrated counts; a context-length
         rejection teaches the factor and shrinks the pass once, instead of failing it.
@@ -321,7 +344,7 @@ class Compactor:
         for attempt in range(2):
             budget = input_budget(summarizer.window, count=summarizer_profile.count)
             if budget <= 0:
-                return "COMPACTION_WINDOW_TOO_SMALL"
+                return PassResult(error_code="COMPACTION_WINDOW_TOO_SMALL")
             selection = select_fold(
                 history,
                 target_tokens=target,
@@ -334,7 +357,7 @@ class Compactor:
             try:
                 prompt = build_prompt(selection.fold, budget_tokens=budget, count=summarizer_profile.count)
             except SummarizerInputTooLarge:
-                return "COMPACTION_INPUT_TOO_LARGE"  # C9: before any model call
+                return PassResult(error_code="COMPACTION_INPUT_TOO_LARGE")  # C9: before any model call
             provider = summarizer.provider
             client = self.client_factory(provider.kind, provider.base_url, provider.api_key, **self.client_options)
             try:
@@ -349,18 +372,21 @@ class Compactor:
             except ProviderError as error:
                 shrunk = await self._shrunk(error, summarizer, counting, prompt.messages()) if attempt == 0 else None
                 if shrunk is None:
-                    return error.code
+                    return PassResult(error_code=error.code)
                 summarizer_profile = shrunk
             finally:
                 await client.aclose()
         else:
-            return PROVIDER_CONTEXT_LENGTH
+            return PassResult(error_code=PROVIDER_CONTEXT_LENGTH)
         await learn(self.db, summarizer.model, base, prompt.messages(), reply.usage)
+        used_in = reply.usage.input_tokens if reply.usage else 0
+        used_out = reply.usage.output_tokens if reply.usage else 0
         verdict, record = accept_summary(
             reply.text, reply.finish_reason, selection, message_id=new_id(), counter=profile
         )
         if not verdict.ok or record is None:
-            return REJECTED.get(verdict.reason or "", "COMPACTION_SUMMARY_REJECTED")
+            code = REJECTED.get(verdict.reason or "", "COMPACTION_SUMMARY_REJECTED")
+            return PassResult(error_code=code, reason=verdict.detail, input_tokens=used_in, output_tokens=used_out)
         async with self.db.session() as session:
             committed = await Repositories(session).compaction.commit_summary(
                 chat_id,
@@ -371,18 +397,21 @@ class Compactor:
                 workspaces=list(selection.workspaces),
                 model=summarizer.model.name,
             )
-        if committed is None:
-            return HISTORY_CHANGED  # C10: an edit during the pass; nothing is committed
-        usage = reply.usage
+        if committed is None:  # C10: an edit during the pass; nothing is committed
+            return PassResult(error_code=HISTORY_CHANGED, input_tokens=used_in, output_tokens=used_out)
         raw_folded = len([m for m in selection.fold if m.source != "summary"])
-        return (
-            record.text,
-            raw_folded,
-            usage.input_tokens if usage else 0,
-            usage.output_tokens if usage else 0,
-        )
+        return PassResult(summary=record.text, folded=raw_folded, input_tokens=used_in, output_tokens=used_out)
 
 
 def _outcome_of(row: CompactionLogRow) -> Outcome:
     status = row.status if row.status in ("ok", "noop", "error") else "noop"
-    return Outcome(status, row.summary, row.message_count, row.id, row.error_code)
+    failed = 1 if row.error_code else 0  # a run stops at its first failed pass
+    return Outcome(
+        status,
+        row.summary,
+        row.message_count,
+        row.id,
+        row.error_code,
+        passes_committed=max(0, row.passes - failed),
+        passes_failed=failed,
+    )

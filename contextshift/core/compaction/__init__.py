@@ -23,6 +23,7 @@ from .layout import (
     is_user_turn,
     message_tokens,
 )
+from .plausibility import PlausibilitySettings, implausibility
 from .policy import (
     DEFAULT_RATIO,
     FAILURE_COOLDOWN_SECONDS,
@@ -70,6 +71,7 @@ from .validation import (
     NATURAL_STOPS,
     NOT_SMALLER,
     TRUNCATED,
+    UNFAITHFUL,
     Verdict,
     accept_summary,
     clean_summary,
@@ -96,9 +98,11 @@ __all__ = [
     "TOOL_ARGS_CAP",
     "TOOL_RESULT_CAP",
     "TRUNCATED",
+    "UNFAITHFUL",
     "CompactionSettings",
     "Decision",
     "Layout",
+    "PlausibilitySettings",
     "Record",
     "Selection",
     "SummarizerInputTooLarge",
@@ -123,6 +127,7 @@ __all__ = [
     "decide",
     "drain_continues",
     "fits_summarizer",
+    "implausibility",
     "input_budget",
     "is_summary",
     "is_tool_result",

@@ -2,8 +2,10 @@
 
 A reply is rejected, with a stable reason, when it is empty (``empty``), when the model stopped for any
 reason but a natural stop (``truncated``; ``stop`` and ``end_turn`` are natural, anything else — ``length``,
-``max_tokens``, a content filter, or no reason at all — is not), or when the summary would cost at least as
-much as what it replaces (``not_smaller``). Nothing is stored for a rejected reply; raw history stays.
+``max_tokens``, a content filter, or no reason at all — is not), when the summary would cost at least as
+much as what it replaces (``not_smaller``), or when it is not plausibly a summary of that history
+(``unfaithful``, with a ``detail`` from :mod:`.plausibility`: another script or language, almost none of its
+names and numbers kept, or a content-free refusal). Nothing is stored for a rejected reply; raw history stays.
 
 The stored summary is a core :class:`~contextshift.core.messages.Message` with role ``system`` and source
 ``summary``. A mid-conversation system message is what every supported provider accepts: OpenAI-compatible
@@ -20,6 +22,7 @@ from typing import Any
 
 from ..messages import Message
 from .layout import Counter, message_tokens
+from .plausibility import DEFAULT_SETTINGS, PlausibilitySettings, implausibility
 from .records import SUMMARY_HEADER
 from .selection import Selection
 
@@ -29,6 +32,7 @@ NATURAL_STOPS: frozenset[str] = frozenset({"stop", "end_turn"})
 EMPTY = "empty"
 TRUNCATED = "truncated"
 NOT_SMALLER = "not_smaller"
+UNFAITHFUL = "unfaithful"
 
 _WRAPPERS = (("<summary>", "</summary>"), ("```", "```"))
 
@@ -36,7 +40,9 @@ _WRAPPERS = (("<summary>", "</summary>"), ("```", "```"))
 @dataclass(frozen=True, slots=True)
 class Verdict:
     ok: bool
-    reason: str | None = None  # None when ok; otherwise one of EMPTY, TRUNCATED, NOT_SMALLER
+    reason: str | None = None  # None when ok; otherwise one of EMPTY, TRUNCATED, NOT_SMALLER, UNFAITHFUL
+    #: For ``unfaithful``: ``other_script``, ``other_language``, ``few_facts`` or ``refusal``.
+    detail: str | None = None
 
     def __bool__(self) -> bool:
         return self.ok
@@ -114,14 +120,20 @@ def accept_summary(
     *,
     message_id: str,
     counter: Counter | None = None,
+    plausibility: PlausibilitySettings | None = DEFAULT_SETTINGS,
 ) -> tuple[Verdict, Message | None]:
     """C8 in one step: the verdict on a reply, and the record to commit when (and only when) it is valid.
 
     The summary record is priced with ``counter`` (the chat model's, as for ``Selection.fold_tokens``).
+    ``plausibility`` tunes the faithfulness checks (``None`` turns them off).
     """
     if not clean_summary(text):
         return Verdict(False, EMPTY), None
     message = summary_from_selection(text or "", selection, message_id=message_id)
     cost = message_tokens([message], counter)[0]
     verdict = validate_summary(text, finish_reason, selection.fold_tokens, cost)
+    if verdict.ok and plausibility is not None:
+        detail = implausibility([m.text for m in selection.fold], clean_summary(text), plausibility)
+        if detail is not None:
+            verdict = Verdict(False, UNFAITHFUL, detail)
     return verdict, (message if verdict.ok else None)
