@@ -16,6 +16,7 @@ from pathlib import Path
 import toktok
 
 from ..core.tokens import ApproximateProfile, ChatFormatProfile, TokenizerProfile
+from . import chat_template
 
 __all__ = [
     "ApproximateProfile",
@@ -45,7 +46,12 @@ class TiktokenProfile(ChatFormatProfile):
 
 
 class HuggingFaceProfile(ChatFormatProfile):
-    """An exact profile from a local Hugging Face ``tokenizer.json`` (ChatML-style framing by default)."""
+    """An exact profile from a local Hugging Face ``tokenizer.json``.
+
+    The chat framing comes from the model's own ``chat_template`` in the ``tokenizer_config.json`` beside it,
+    rendered with Jinja and measured (``template_measured`` is then True); without one, ChatML-style framing
+    (``tokens_per_message``, 3 to prime the reply) is assumed.
+    """
 
     def __init__(self, path: str | Path, *, name: str | None = None, tokens_per_message: int = 5) -> None:
         from tokenizers import Tokenizer
@@ -56,6 +62,20 @@ class HuggingFaceProfile(ChatFormatProfile):
         super().__init__(name or f"hf:{file.parent.name or file.name}", approximate=False)
         self._tokenizer = Tokenizer.from_file(str(file))
         self.tokens_per_message = tokens_per_message
+        self.template_measured = False
+        try:
+            config = chat_template.load_config(file)
+            if config is not None and chat_template.chat_template_of(config) is not None:
+                framing = chat_template.measure(config, self.count_text, self.count_prompt)
+                self.tokens_per_message = framing.tokens_per_message
+                self.reply_priming = framing.reply_priming
+                self.template_measured = True
+        except chat_template.TemplateError:
+            pass  # the default framing stays
+
+    def count_prompt(self, prompt: str) -> int:
+        """Tokens of a rendered prompt, its special tokens (``<|im_start|>``, BOS, ...) parsed as such."""
+        return len(self._tokenizer.encode(prompt, add_special_tokens=False).ids)
 
     def count_text(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
