@@ -7,9 +7,9 @@ the instruction. Three cheap checks catch those without judging style:
 - **script** — the summary is written in another script (Latin, Cyrillic, CJK, ...) than a history that is
   clearly in one; or, for Latin-script text, in another language (by common function words) than a history
   whose language is clear;
-- **facts** — it keeps almost none of the history's salient names and numbers (the most frequent distinct
-  ones, each weighted by how often it occurs; numbers of one digit are list markers and counters, not
-  facts; the kept share must reach ``min_fact_share``, 20% by default);
+- **facts** — it keeps almost none of the history's salient names and numbers (those mentioned in at least
+  two messages, each weighted by how many mention it; numbers of one digit are list markers and counters,
+  not facts; the kept share must reach ``min_fact_share``, 20% by default);
 - **refusal** — it is a refusal or an apology ("I'm sorry…", "As an AI…") that keeps none of those facts.
 
 A history too short or too mixed to tell is not judged by that check: a summary is only rejected for what is
@@ -269,12 +269,17 @@ def facts(text: str) -> list[str]:
 
 
 def salient_facts(texts: Sequence[str], settings: PlausibilitySettings = DEFAULT_SETTINGS) -> list[tuple[str, int]]:
-    """The history's most frequent distinct facts with their counts (ties: first seen first), at most
-    ``max_salient`` of them."""
-    counts: Counter[str] = Counter()
+    """The facts that recur: those in at least two of the texts, with how many texts mention each, most
+    mentioned first (ties: first seen first), at most ``max_salient`` of them.
+
+    A fact said once (a message counter, a number in one tool result) is what any summary may drop; the names
+    and numbers a conversation keeps coming back to are what it must not.
+    """
+    mentions: Counter[str] = Counter()
     for text in texts:
-        counts.update(facts(text))
-    ranked = sorted(counts.items(), key=lambda item: -item[1])  # stable: first-seen order among ties
+        mentions.update(set(facts(text)))
+    recurring = [(fact, n) for fact, n in mentions.items() if n >= 2]
+    ranked = sorted(recurring, key=lambda item: -item[1])  # stable: first-seen order among ties
     return ranked[: settings.max_salient]
 
 
@@ -285,8 +290,8 @@ def _stem(word: str) -> str:
 
 
 def kept_share(salient: Sequence[tuple[str, int]], summary: str) -> float:
-    """The share of the salient facts the summary mentions, each weighted by how often the history uses it
-    (a name the whole conversation revolves around counts for more than a number said once)."""
+    """The share of the salient facts the summary mentions, each weighted by how many messages mention it
+    (a name the whole conversation revolves around counts for more than one said twice)."""
     total = sum(count for _, count in salient)
     if not total:
         return 1.0
