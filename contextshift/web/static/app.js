@@ -7,6 +7,7 @@ import { chatView } from "./js/chat.js";
 import { botsView, botView, newBotView } from "./js/bots.js";
 import { providersView } from "./js/providers.js";
 import { onboardingView } from "./js/onboarding.js";
+import { endpointView } from "./js/endpoint.js";
 
 // -- sidebar: chats list and "new chat" ------------------------------------------------------------------
 
@@ -175,6 +176,7 @@ const routes = [
   [/^#\/bot\/new$/, (main) => newBotView(main, [], { store, go }), "bots"],
   [/^#\/bot\/([^/]+)(?:\/(settings|compaction))?$/, (main, params) => botView(main, params, { store, go }), "bots"],
   [/^#\/providers$/, (main) => providersView(main, [], { store, go }), "providers"],
+  [/^#\/endpoint(?:\/([^/]+))?$/, (main, params) => endpointView(main, params), "endpoint"],
 ];
 
 let cleanup = null;

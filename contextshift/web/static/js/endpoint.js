@@ -1,0 +1,70 @@
+// The OpenAI-compatible endpoint (/v1): the caller's recent calls, and the audit of one (what was kept or left out).
+
+import { get, optional } from "./api.js";
+import { badge, h, num, replace, when } from "./dom.js";
+import { promptView } from "./inspector.js";
+
+function snippet() {
+  return h(
+    "pre.snippet",
+    h(
+      "code",
+      `from openai import OpenAI\n\nclient = OpenAI(base_url="${location.origin}/v1", api_key="cs_…")  # a contextshift token\n` +
+        `reply = client.chat.completions.create(model="<a chat model>", messages=history)`,
+    ),
+  );
+}
+
+function auditRow(audit) {
+  const tone = audit.status === "completed" ? "ok" : audit.status === "failed" ? "bad" : "warn";
+  return h(
+    "li.card",
+    h("a.card-title", { href: `#/endpoint/${audit.id}` }, h("code", audit.model)),
+    h(
+      "p",
+      badge(audit.status, tone),
+      audit.error_code ? [" ", h("code", audit.error_code)] : null,
+      " ",
+      h("time", { datetime: audit.created_at }, when(audit.created_at)),
+    ),
+    h(
+      "p.muted",
+      audit.excluded_count ? `${num(audit.excluded_count)} message(s) left out` : "nothing left out",
+      audit.prompt_tokens != null ? ` · ${num(audit.prompt_tokens)} of ${num(audit.context_limit)} tokens` : "",
+    ),
+  );
+}
+
+/** #/endpoint: recent calls of the signed-in user; #/endpoint/<id>: one call's audit. */
+export async function endpointView(main, [auditId]) {
+  document.title = "Endpoint · contextshift";
+  if (auditId) {
+    const answer = await get(`/proxy-audits/${encodeURIComponent(auditId)}`);
+    replace(
+      main,
+      h(
+        "section.page",
+        h("p", h("a", { href: "#/endpoint" }, "← Endpoint calls")),
+        h("h1", "Endpoint call"),
+        promptView(answer.audit, "audit", {}),
+      ),
+    );
+    return null;
+  }
+  const answer = await optional("/proxy-audits?limit=50");
+  const audits = answer ? answer.audits : [];
+  replace(
+    main,
+    h(
+      "section.page",
+      h("h1", "OpenAI-compatible endpoint"),
+      h("p", "Point an existing app at ", h("code", `${location.origin}/v1`), " with a contextshift token as its API key:"),
+      snippet(),
+      h("h2", "Recent calls"),
+      audits.length
+        ? h("ul.card-list.providers", audits.map(auditRow))
+        : h("p.muted", "No calls yet (audits are kept for a day)."),
+    ),
+  );
+  return null;
+}
