@@ -38,6 +38,7 @@ from ..core.messages import Message
 from ..core.shifting import shift_context
 from ..core.tokens import TokenizerProfile, message_costs
 from ..pipeline import PipelineRequest, PromptBudgetExceeded, Sources, payload_tokens, run_pipeline
+from ..pipeline.audit import MAX_ENTRIES
 from ..providers import (
     PROVIDER_CONTEXT_LENGTH,
     ChatRequest,
@@ -381,6 +382,10 @@ def fit_for_openai(messages: list[Message], wire: list[dict[str, Any]], shape: S
         entries.append(_tools_entry(shape, len(entries)))
     excluded = len(messages) - forwarded
     diagnostics = [*shape.notes, *shifted.diagnostics]
+    if len(entries) > MAX_ENTRIES:  # bounded like a chat audit's; the start and the end of the prompt are listed
+        half = MAX_ENTRIES // 2
+        diagnostics.append(f"{len(entries) - 2 * half} entries in the middle of the prompt are not listed")
+        entries = entries[:half] + entries[-half:]
     diagnostics.append(
         f'tokenizer "{shape.profile.name}" is approximate'
         if shape.profile.approximate

@@ -270,6 +270,18 @@ async def test_a_400_message_agent_conversation_is_fitted_with_no_orphaned_tool_
     assert {e["reason"] for e in record["entries"] if not e["included"]} == {"context-shift"}
 
 
+async def test_a_long_requests_audit_lists_the_start_and_the_end_of_the_prompt(service: Service) -> None:
+    await setup_model(service, window=4000)
+    messages = long_agent_conversation(130)  # 650 messages
+    raw = sync_client(service).chat.completions.with_raw_response.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+    record = await audit(service, raw.headers["x-contextshift-audit"])
+    entries = record["entries"]
+    assert len(entries) == 500 and record["excluded_count"] == int(raw.headers["x-contextshift-excluded"])
+    assert entries[0]["identifier"] == "m0" and entries[-1]["identifier"] == "m649"
+    assert "150 entries in the middle of the prompt are not listed" in record["diagnostics"]
+    assert any(e["source"] == "input" and e["reason"] == "protected" for e in entries)
+
+
 async def test_a_strategy_is_chosen_per_request_and_an_unknown_one_is_refused(service: Service) -> None:
     await setup_model(service, window=2000)
     messages = long_agent_conversation(30)
