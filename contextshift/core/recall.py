@@ -167,8 +167,6 @@ class _Scores:
         self.query = frozenset(query_words(query))
         self.numbers = [n for n, g in enumerate(prompt.groups) if not g.protected]
         documents = ["\n".join(prompt.messages[p].text for p in prompt.groups[n].members) for n in self.numbers]
-        analysed = terms([d.replace("_", " ") for d in documents])
-        self.words = {n: frozenset(d) for n, d in zip(self.numbers, analysed, strict=True)}
         # Sentences are scored, not whole groups: a fact is a sentence that holds the query's words together.
         owners: list[int] = []
         sentences: list[str] = []
@@ -200,8 +198,8 @@ class _Scores:
         self.questions = {n for n, text in zip(self.numbers, documents, strict=True) if text.rstrip().endswith("?")}
         self.frequency: dict[str, int] = {}
         self.containing: dict[str, list[int]] = {}
-        for n in self.numbers:
-            for word in self.words[n] & self.query:
+        for n in self.numbers:  # the query's words each group holds (in some sentence)
+            for word in sorted({t for matched in self.term_scores[n] for t in matched}):
                 self.frequency[word] = self.frequency.get(word, 0) + 1
                 self.containing.setdefault(word, []).append(n)
 

@@ -120,7 +120,7 @@ def _units(messages: Sequence[Message]) -> list[_Unit]:
     total = max(1, len(distinct))
     units = []
     for (order, message, sentence), (words, content) in zip(distinct, tokenized, strict=True):
-        rarity = sum(math.log(1 + total / document_frequency[w]) for w in content)
+        rarity = sum(math.log(1 + total / document_frequency[w]) for w in sorted(content))  # one order: S7
         rarity /= 1 + math.log(1 + len(words))
         names = sum(1 for w in words[1:] if w[:1].isupper() and not w.isupper()) + sum(
             1 for w in words if w.isupper() and len(w) > 1
