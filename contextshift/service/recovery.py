@@ -207,8 +207,11 @@ class ContextRetry:
         turn.request = request
         turn.profile = request.profile
         async with self.db.session() as session:
-            payload = {**self.payload_of(turn, retried), "attempts": list(self.attempts)}
-            await Repositories(session).audits.prepare(self.chat_id, self.generation_id, payload)
+            repos = Repositories(session)
+            current = await repos.audits.get(self.chat_id)
+            if current is not None and current.generation_id == self.generation_id:  # not a newer turn's audit
+                payload = {**self.payload_of(turn, retried), "attempts": list(self.attempts)}
+                await repos.audits.prepare(self.chat_id, self.generation_id, payload)
         self.sent = retried.budget["prompt_tokens"]
         return retried
 

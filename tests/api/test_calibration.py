@@ -339,3 +339,20 @@ async def test_the_openai_compatible_endpoint_calibrates_too(service: Service) -
     assert [r.over_limit for r in chat_requests(service)][1:] == [False] * 3
     calibration = (await model_view(service, ids["model"]))["calibration"]
     assert calibration["calls"] == 4 and calibration["factor"] > 1.3
+
+
+def test_the_margin_of_an_uncalibrated_estimate_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextshift.core.calibration import Calibration, calibrated
+    from contextshift.service.calibration import MARGIN_ENV, base_margin
+
+    assert base_margin() == 0.10
+    monkeypatch.setenv(MARGIN_ENV, "0.25")
+    assert base_margin() == 0.25
+    profile = calibrated(get_tokenizer("approximate"), Calibration(), base_margin())
+    assert profile.margin == 0.25  # type: ignore[attr-defined]
+    monkeypatch.setenv(MARGIN_ENV, "0")
+    assert base_margin() == 0.0
+    monkeypatch.setenv(MARGIN_ENV, "lots")
+    assert base_margin() == 0.10  # not a number: the default, with a warning
+    monkeypatch.setenv(MARGIN_ENV, "3")
+    assert base_margin() == 0.5  # capped
