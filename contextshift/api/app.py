@@ -20,11 +20,11 @@ from ..service.compaction import Compactor
 from ..service.generation import ClientFactory, Generations
 from ..service.proxy import ProxyService
 from ..storage import Database
-from ..web import include_web_api, mount_web
+from ..web import mount_web
 from .auth import AuthMiddleware, caller
 from .errors import error_responses, install_error_handlers
 from .limits import RequestLimits, max_body_bytes_from_env
-from .routes import bots, catalog, chats, compaction, generation, openai_compat, proxy_audits, users
+from .routes import bots, catalog, chats, compaction, examples, generation, openai_compat, proxy_audits, users
 
 API_PREFIX = "/api/v2"
 #: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
@@ -107,9 +107,8 @@ def create_app(
     app.add_middleware(AuthMiddleware)
     app.add_middleware(RequestLimits, max_body_bytes=limit)  # outermost: nothing runs for an oversized body
     api = APIRouter(dependencies=API_DEPENDENCIES, responses=error_responses(401, 404, 413))
-    for module in (catalog, bots, chats, generation, compaction, users, proxy_audits):
+    for module in (catalog, bots, chats, generation, compaction, users, proxy_audits, examples):
         api.include_router(module.router)
-    include_web_api(api)
     app.include_router(api, prefix=API_PREFIX)
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
 

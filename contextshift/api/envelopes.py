@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, create_model
 
 from . import schemas as s
@@ -41,6 +39,3 @@ class AuditEnvelope(BaseModel):
 class Deleted(BaseModel):
     deleted: bool
 
-
-def wrap(key: str, value: Any) -> dict[str, Any]:
-    return {key: value}

@@ -34,10 +34,6 @@ class ErrorEnvelope(BaseModel):
     error: ErrorBody
 
 
-def validation(message: str, **params: Any) -> ServiceError:
-    return ServiceError(422, "VALIDATION", message, **params)
-
-
 #: HTTP status of a provider failure: the upstream is at fault (502), or slow (504).
 PROVIDER_STATUS = {"PROVIDER_TIMEOUT": 504}
 

@@ -11,6 +11,7 @@ from typing_extensions import TypeAliasType
 
 from ..core.host import default_registry
 from ..core.strategies import STRATEGY_NAME
+from ..core.vocabulary import AuditReason, BlockKind, ProviderKind, Role, Source
 from ..pipeline.template import parse_template
 
 #: Strings never hold NUL: PostgreSQL cannot store it, so the schema says so and no valid request is refused.
@@ -102,10 +103,8 @@ else:
     Order = _integer(-1_000_000, 1_000_000)
     LoreDepth = _integer(0, 10_000)
 
-ProviderKind = Literal["openai", "anthropic", "openai-codex"]
 ModelType = Literal["chat", "embedding", "image"]
 ChatType = Literal["chat", "discuss", "pipeline"]
-Role = Literal["system", "user", "assistant", "tool"]
 Position = Literal["before", "after", "depth"]
 
 Name = Field(min_length=1, max_length=200)
@@ -194,17 +193,7 @@ class ModelOut(BaseModel):
 # -- bots -------------------------------------------------------------------------------------------------
 
 TemplateItem = str | dict[str, Any]
-BlockName = Literal[
-    "system_prompt",
-    "persona",
-    "character",
-    "lorebook_before",
-    "memory",
-    "history",
-    "lorebook_after",
-    "post_history",
-    "input",
-]
+BlockName = BlockKind
 
 
 class CustomBlockIn(Strict):
@@ -480,12 +469,12 @@ class BudgetOut(BaseModel):
 
 class EntryOut(BaseModel):
     identifier: str
-    role: str
-    source: str
+    role: Role
+    source: Source
     content: str
     tokens: int
     included: bool
-    reason: str
+    reason: AuditReason
     order: int
     name: str | None = None
     relevance: float | None = None

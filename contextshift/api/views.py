@@ -7,6 +7,7 @@ from typing import Any
 from ..core.calibration import Calibration, calibrated, report
 from ..providers import enforces_output_limit
 from ..service.calibration import base_margin
+from ..service.compaction import settings_of
 from ..service.status import log_dict
 from ..service.turn import profile_for
 from ..storage.tables import (
@@ -76,7 +77,7 @@ def bot(row: BotRow) -> s.BotOut:
         compaction_enabled=row.compaction_enabled,
         compaction_threshold=row.compaction_threshold,
         compaction_ratio=row.compaction_ratio,
-        compaction_ratio_used=row.compaction_threshold > 0,
+        compaction_ratio_used=settings_of(row).ratio_used,
         compaction_model_id=row.compaction_model_id,
         created_at=row.created_at,
         updated_at=row.updated_at,

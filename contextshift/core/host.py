@@ -14,15 +14,8 @@ from dataclasses import replace
 
 from .errors import TokenBudgetExceeded, UnknownStrategy
 from .groups import Group
-from .messages import PROTECTED_SYSTEM_SOURCES, Message, MessageLike, ToolCall
+from .messages import Message, MessageLike, ToolCall
 from .shifting import (
-    CONTEXT_SHIFT,
-    FIT,
-    PLUGIN_REJECTED,
-    PROTECTED,
-    REASONS,
-    RECALLED,
-    SUMMARIZED,
     Counter,
     Prompt,
     ShiftResult,
@@ -33,6 +26,16 @@ from .shifting import (
 from .strategies import BUILTIN_STRATEGIES, ContextStrategyRegistry, Strategy, StrategyRequest, truncate
 from .timeouts import PluginFailed as StrategyFailed
 from .timeouts import call_with_timeout
+from .vocabulary import (
+    CONTEXT_SHIFT,
+    FIT,
+    PLUGIN_REJECTED,
+    PROTECTED,
+    PROTECTED_SYSTEM_SOURCES,
+    REASONS,
+    RECALLED,
+    SUMMARIZED,
+)
 
 DEFAULT_TIMEOUT = 15.0
 MAX_DIAGNOSTIC_CHARS = 4096

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 from .groups import build_groups
 from .messages import Message, link_ids
 from .relevance import bm25_term_scores, terms
-from .shifting import RECALLED, Outcome, Prompt, ShiftResult, build_result, shift_prompt
+from .shifting import Prompt, Removal, ShiftResult, build_result, shift_prompt
+from .vocabulary import RECALLED
 
 if TYPE_CHECKING:
     from .strategies import StrategyRequest
@@ -258,7 +259,7 @@ def recall(request: StrategyRequest) -> ShiftResult:
     return result
 
 
-def _choose(prompt: Prompt, outcome: Outcome, query: str, budget: int) -> list[int]:
+def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[int]:
     """The excluded groups to bring back, in the order they were chosen (most useful first).
 
     Sentences are scored, and a group is worth its best sentence. Greedy by marginal value: the rarest word

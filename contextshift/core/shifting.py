@@ -27,18 +27,7 @@ from .tokens import (
     profile_costs,
     prompt_tokens,
 )
-
-# Stable reason codes, one for every input message id.
-PROTECTED = "protected"
-FIT = "fit"
-CONTEXT_SHIFT = "context-shift"
-MANUAL = "manual"
-SUMMARIZED = "summarized"
-LOW_RELEVANCE = "low-relevance"
-PLUGIN_REJECTED = "plugin-rejected"
-#: Kept: excluded history that ``recall`` brought back because the current input needs it (G4a).
-RECALLED = "recalled"
-REASONS = frozenset({PROTECTED, FIT, CONTEXT_SHIFT, MANUAL, SUMMARIZED, LOW_RELEVANCE, PLUGIN_REJECTED, RECALLED})
+from .vocabulary import CONTEXT_SHIFT, FIT, PROTECTED
 
 Counter = TokenCounter | TokenizerProfile
 
@@ -138,7 +127,7 @@ def _additive(counter: Counter) -> bool:
 
 
 @dataclass(slots=True)
-class Outcome:
+class Removal:
     """Positions removed (in removal order) with their reason, and the fresh count of the rest."""
 
     removed: list[int]
@@ -159,7 +148,7 @@ def shift_prompt(
     order: Sequence[int] | None = None,
     removed: Mapping[int, str] | None = None,
     reason: Callable[[Group], str] | None = None,
-) -> Outcome:
+) -> Removal:
     """Remove unprotected groups (group numbers in ``order``; default oldest first) until the prompt fits.
 
     ``removed`` are positions already taken out (with their reason), e.g. manual exclusions. Raises
@@ -206,12 +195,12 @@ def shift_prompt(
         # Additive: subtract the group's cost. Otherwise recount after every removal: correct for any
         # profile, linear only for additive ones.
         tokens = total if additive else prompt.fresh_count(p for p in range(size) if p not in gone)
-    return Outcome(removed=removal, reasons=gone, tokens=tokens)
+    return Removal(removed=removal, reasons=gone, tokens=tokens)
 
 
 def build_result(
     prompt: Prompt,
-    outcome: Outcome,
+    outcome: Removal,
     budget: int,
     *,
     strategy: str = "truncate",

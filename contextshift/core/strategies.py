@@ -18,13 +18,9 @@ from .messages import Message
 from .recall import query_words, recall
 from .relevance import bm25_relevance
 from .shifting import (
-    CONTEXT_SHIFT,
-    LOW_RELEVANCE,
-    MANUAL,
-    SUMMARIZED,
     Counter,
-    Outcome,
     Prompt,
+    Removal,
     ShiftResult,
     Truncation,
     build_result,
@@ -32,6 +28,7 @@ from .shifting import (
 )
 from .summary import extractive_summary
 from .tokens import TokenizerProfile, message_costs, prompt_tokens
+from .vocabulary import CONTEXT_SHIFT, LOW_RELEVANCE, MANUAL, SUMMARIZED
 
 STRATEGY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 RETRIEVED_SOURCES = frozenset({"lorebook", "memory"})
@@ -138,7 +135,7 @@ def summarize(request: StrategyRequest) -> ShiftResult:
 SHORT_QUERY = 3
 
 
-def _summary_query(messages: Sequence[Message], outcome: Outcome) -> str:
+def _summary_query(messages: Sequence[Message], outcome: Removal) -> str:
     """What the summary's sentences are scored against: the current input, and with a short input (such
     as "and the other one?") the two newest turns that stay in the prompt as well."""
     query = _query(messages)
@@ -150,7 +147,7 @@ def _summary_query(messages: Sequence[Message], outcome: Outcome) -> str:
 
 
 def _with_summary(
-    prompt: Prompt, request: StrategyRequest, outcome: Outcome, sources: list[int], text: str
+    prompt: Prompt, request: StrategyRequest, outcome: Removal, sources: list[int], text: str
 ) -> ShiftResult | None:
     taken = {m.id for m in prompt.messages}
     summary = Message(

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from .messages import Message
 from .relevance import bm25_term_scores, terms
+from .vocabulary import SUMMARY_HEADER
 
-SUMMARY_HEADER = "[Summary of earlier context]"
 MAX_SENTENCE_CHARS = 240
 ELLIPSIS = "…"
 #: Lines sharing more than this share of their content words with a chosen line are left out.

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..core.messages import Message
+from ..core.vocabulary import EMPTY, LOW_RELEVANCE, SUMMARIZED
 from .lorebook import Activation, LoreEntry, activate
 from .memory import MemoryItem, retrieve
 from .template import CustomBlock, TemplateItem
@@ -93,7 +94,7 @@ def assemble(sources: Sources, template: Sequence[TemplateItem]) -> Assembly:
         if text.strip():
             out.messages.append(message)
         else:
-            skip(message, "empty")
+            skip(message, EMPTY)
 
     def lore_at(position: str) -> None:
         for verdict in verdicts:
@@ -110,7 +111,7 @@ def assemble(sources: Sources, template: Sequence[TemplateItem]) -> Assembly:
             if item.content.strip():
                 out.messages.append(block)
             else:
-                skip(block, "empty")
+                skip(block, EMPTY)
         elif item == "system_prompt":
             fixed("core.system-prompt", sources.system_prompt, "system")
         elif item == "persona":
@@ -135,14 +136,14 @@ def assemble(sources: Sources, template: Sequence[TemplateItem]) -> Assembly:
                 if recall.retrieved:
                     out.messages.append(message)
                 else:
-                    skip(message, "low-relevance")
+                    skip(message, LOW_RELEVANCE)
         elif item == "history":
             for message in _with_depth_lore(history, verdicts, skip):
                 covers = message.meta.get("covers") if message.source == "summary" else None
                 if isinstance(covers, list):
                     wanted = set(covers)
                     for covered in (m for m in sources.summarized if m.id in wanted):
-                        skip(covered, "summarized")
+                        skip(covered, SUMMARIZED)
                 out.messages.append(message)
         elif item == "post_history":
             if sources.post_history.strip():

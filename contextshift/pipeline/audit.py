@@ -16,6 +16,7 @@ from typing import Any
 from ..core.messages import Message
 from ..core.shifting import ShiftResult
 from ..core.tokens import TokenizerProfile, message_costs
+from ..core.vocabulary import CONTEXT_SHIFT, FINAL_BUDGET, FIT, INTERCEPTOR, MANUAL, PROTECTED, RECALLED
 from .assemble import Assembly
 
 MAX_ENTRIES = 500
@@ -101,21 +102,21 @@ def build_entries(
             cursor += 1
         tokens = costs.get(message.id, 0)
         if message.id in manual:
-            reason, included = "manual", False
+            reason, included = MANUAL, False
         elif message.id in final_ids:
             if message.protected:
-                reason = "protected"
+                reason = PROTECTED
             else:  # history ``recall`` brought back says so (G4a)
-                reason = "recalled" if shifted.reasons.get(message.id) == "recalled" else "fit"
+                reason = RECALLED if shifted.reasons.get(message.id) == RECALLED else FIT
             included = True
         elif message.id in final_removed:
-            reason, included = "final-budget", False
+            reason, included = FINAL_BUDGET, False
         elif message.id in intercepted_removed and message.id not in shifted.reasons:
-            reason, included = "interceptor", False
+            reason, included = INTERCEPTOR, False
         else:
-            reason = shifted.reasons.get(message.id, "context-shift")
-            if reason in ("protected", "fit"):
-                reason = "interceptor" if message.id in intercepted_removed else "final-budget"
+            reason = shifted.reasons.get(message.id, CONTEXT_SHIFT)
+            if reason in (PROTECTED, FIT):
+                reason = INTERCEPTOR if message.id in intercepted_removed else FINAL_BUDGET
             included = False
         ordered.append(_entry(message, tokens, included, reason))
     ordered.extend(_entry(s.message, 0, False, s.reason) for s in skipped[cursor:])
@@ -134,14 +135,14 @@ def build_entries(
                 message,
                 cost_of[message.id],
                 True,
-                "fit",
+                FIT,
                 stands_for=list(summaries[message.id].source_ids) if message.id in summaries else [],
             )
             at = position.get(following, len(ordered)) if following else len(ordered)
             ordered.insert(at, entry)
             position = {e.identifier: i for i, e in enumerate(ordered)}
         for message in extras_removed:
-            reason = "final-budget" if message.id in final_removed else "interceptor"
+            reason = FINAL_BUDGET if message.id in final_removed else INTERCEPTOR
             ordered.append(_entry(message, cost_of[message.id], False, reason))
     return [replace(entry, order=order) for order, entry in enumerate(ordered[:MAX_ENTRIES])]
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol, runtime_checkable
 
-from ..core.messages import PROTECTED_SYSTEM_SOURCES, Message
+from ..core.messages import Message
 from ..core.timeouts import PluginFailed, call_with_timeout
+from ..core.vocabulary import PROTECTED_SYSTEM_SOURCES
 
 DEFAULT_TIMEOUT = 2.0
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
+from ..core.vocabulary import DISABLED, EMPTY, FIT
+
 Position = Literal["before", "after", "depth"]
 POSITIONS: frozenset[str] = frozenset({"before", "after", "depth"})
 
@@ -38,7 +40,7 @@ class Activation:
     entry: LoreEntry
     active: bool
     relevance: float
-    reason: str = "fit"
+    reason: str = FIT
     matched: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -56,9 +58,9 @@ def activate(entries: Sequence[LoreEntry], scan_text: str) -> list[Activation]:
     verdicts = []
     for entry in sorted(entries, key=lambda e: (e.order, e.id)):
         if not entry.enabled:
-            verdicts.append(Activation(entry, False, 0.0, "disabled"))
+            verdicts.append(Activation(entry, False, 0.0, DISABLED))
         elif not entry.content.strip():
-            verdicts.append(Activation(entry, False, 0.0, "empty"))
+            verdicts.append(Activation(entry, False, 0.0, EMPTY))
         elif entry.constant:
             verdicts.append(Activation(entry, True, 1.0))
         else:
@@ -68,5 +70,5 @@ def activate(entries: Sequence[LoreEntry], scan_text: str) -> list[Activation]:
             if matched and secondary_ok:
                 verdicts.append(Activation(entry, True, round(len(matched) / len(keys), 6), matched=matched))
             else:
-                verdicts.append(Activation(entry, False, 0.0, "disabled"))
+                verdicts.append(Activation(entry, False, 0.0, DISABLED))
     return verdicts

@@ -17,6 +17,7 @@ from ..core.messages import Message
 from ..core.shifting import Prompt, ShiftResult, shift_prompt
 from ..core.strategies import ContextStrategyRegistry, manual_removals
 from ..core.tokens import TokenizerProfile, message_costs
+from ..core.vocabulary import FINAL_BUDGET
 from .assemble import Assembly, Sources, assemble
 from .audit import AuditEntry, build_entries
 from .interceptors import Interceptor, InterceptorContext, run_interceptors
@@ -125,7 +126,7 @@ def _final_shift(messages: list[Message], added: set[str], profile: TokenizerPro
     prompt = Prompt(messages, profile)
     first = [n for n, g in enumerate(prompt.groups) if any(prompt.messages[p].id in added for p in g.members)]
     rest = [n for n in range(len(prompt.groups)) if n not in set(first)]
-    outcome = shift_prompt(prompt, budget, order=[*first, *rest], reason=lambda _g: "final-budget")
+    outcome = shift_prompt(prompt, budget, order=[*first, *rest], reason=lambda _g: FINAL_BUDGET)
     return [prompt.messages[p].id for p in outcome.removed]
 
 

@@ -10,17 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-BLOCKS: tuple[str, ...] = (
-    "system_prompt",
-    "persona",
-    "character",
-    "lorebook_before",
-    "memory",
-    "history",
-    "lorebook_after",
-    "post_history",
-    "input",
-)
+from ..core.vocabulary import BLOCK_KINDS
+
+BLOCKS: tuple[str, ...] = BLOCK_KINDS
 DEFAULT_TEMPLATE: tuple[str, ...] = BLOCKS
 REQUIRED_BLOCKS = frozenset({"history", "input"})
 

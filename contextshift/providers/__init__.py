@@ -15,6 +15,7 @@ Typical use::
 Every failure is a :class:`ProviderError` with a normalized ``code`` (A2) and contextshift's own message.
 """
 
+from ..core.vocabulary import ProviderKind
 from .anthropic import AnthropicClient
 from .base import (
     ERROR_CODES,
@@ -31,14 +32,14 @@ from .base import (
     Finished,
     ProviderClient,
     ProviderError,
-    ProviderKind,
     StreamEvent,
     TextDelta,
+    UnknownProviderKind,
     Usage,
 )
 from .http import RetryPolicy, Timeouts
 from .openai import OpenAIClient, OpenAICodexClient
-from .registry import KINDS, UnknownProviderKind, enforces_output_limit, make_client
+from .registry import KINDS, enforces_output_limit, make_client
 from .serialize import (
     anthropic_body,
     chat_request,

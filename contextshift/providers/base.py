@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Final, Protocol, TypeAlias, runtime_checkable
 
 from contextshift.core.errors import ContextShiftError
 from contextshift.core.messages import ToolCall
-
-ProviderKind: TypeAlias = Literal["openai", "anthropic", "openai-codex"]
+from contextshift.core.vocabulary import PROVIDER_KINDS
 
 #: Normalized finish reasons. Providers' own values are mapped onto these; an unknown value is passed
 #: through lower-cased, so anything other than ``"stop"`` means "did not end naturally" (C8).
@@ -109,6 +108,18 @@ class Finished:
 
 
 StreamEvent: TypeAlias = TextDelta | Finished
+
+
+class UnknownProviderKind(ContextShiftError, ValueError):
+    """A provider kind contextshift has no client for (V3)."""
+
+    code = "UNKNOWN_PROVIDER_KIND"
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(f"Unknown provider kind {kind!r}; expected one of {', '.join(PROVIDER_KINDS)}.", kind=kind)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class ProviderError(ContextShiftError):

@@ -6,10 +6,8 @@ from collections.abc import Mapping
 
 import httpx
 
-from contextshift.core.errors import ContextShiftError
-
 from .anthropic import AnthropicClient
-from .base import ProviderClient
+from .base import ProviderClient, UnknownProviderKind
 from .http import HTTPProviderClient, RetryPolicy, Timeouts
 from .openai import OpenAIClient, OpenAICodexClient
 
@@ -21,16 +19,6 @@ CLIENT_CLASSES: Mapping[str, type[HTTPProviderClient]] = {
 
 #: The provider kinds the service accepts.
 KINDS: tuple[str, ...] = tuple(CLIENT_CLASSES)
-
-
-class UnknownProviderKind(ContextShiftError, ValueError):
-    code = "UNKNOWN_PROVIDER_KIND"
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(f"Unknown provider kind {kind!r}; expected one of {', '.join(KINDS)}.", kind=kind)
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def enforces_output_limit(kind: str) -> bool:

@@ -16,8 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from contextshift.core.messages import Message, MessageLike, ToolCall, as_message, link_ids, text_parts
+from contextshift.core.vocabulary import OPENAI_KINDS
 
-from .base import ChatRequest
+from .base import ChatRequest, UnknownProviderKind
 from .parts import to_anthropic_blocks, to_openai_part, tool_result_text
 
 #: The user turn inserted when an Anthropic conversation would not start with a user message.
@@ -27,7 +28,6 @@ RAW_ARGUMENTS_KEY = "_raw_arguments"
 #: Anthropic requires ``max_tokens``; used when a request has none.
 DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
 
-OPENAI_KINDS = frozenset({"openai", "openai-codex"})
 
 
 def _messages(items: Iterable[MessageLike]) -> list[Message]:
@@ -344,7 +344,7 @@ def chat_request(
     elif kind in OPENAI_KINDS:
         system, wire = None, to_openai_messages(messages)
     else:
-        raise ValueError(f"unknown provider kind {kind!r}")
+        raise UnknownProviderKind(kind)
     return ChatRequest(
         model=model,
         messages=wire,

@@ -37,6 +37,7 @@ from ..core.host import default_registry, shift_with_strategy
 from ..core.messages import Message
 from ..core.shifting import shift_context
 from ..core.tokens import TokenizerProfile, message_costs
+from ..core.vocabulary import FIT, PROTECTED
 from ..pipeline import PipelineRequest, PromptBudgetExceeded, Sources, payload_tokens, run_pipeline
 from ..pipeline.audit import MAX_ENTRIES
 from ..providers import (
@@ -310,7 +311,7 @@ def _tools_entry(shape: Shape, order: int) -> dict[str, Any]:
         "content": _clip(json.dumps(shape.tools or [], ensure_ascii=False)),
         "tokens": shape.overhead,
         "included": True,
-        "reason": "protected",
+        "reason": PROTECTED,
         "order": order,
         "name": "tools",
         "relevance": None,
@@ -346,7 +347,7 @@ def fit_for_openai(messages: list[Message], wire: list[dict[str, Any]], shape: S
     entries: list[dict[str, Any]] = []
     for order, (message, cost) in enumerate(zip(messages, costs, strict=True)):
         included = message.id in kept
-        reason = ("protected" if message.protected else "fit") if included else shifted.reasons.get(message.id)
+        reason = (PROTECTED if message.protected else FIT) if included else shifted.reasons.get(message.id)
         entries.append(
             {
                 "identifier": message.id,

@@ -25,9 +25,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column, relationship
 
+from ..core.vocabulary import PROVIDER_KINDS
 from .types import UTCDateTime, json_type, new_id, utcnow
 
-PROVIDER_KINDS = ("openai", "anthropic", "openai-codex")
 MODEL_TYPES = ("chat", "embedding", "image")
 CHAT_TYPES = ("chat", "discuss", "pipeline")
 ENTRY_POSITIONS = ("before", "after", "depth")

@@ -23,7 +23,6 @@ __all__ = [
     "HuggingFaceProfile",
     "TiktokenProfile",
     "get_tokenizer",
-    "profile_names",
     "resolve_encoding",
 ]
 
@@ -105,10 +104,6 @@ def resolve_encoding(model_name: str) -> str:
     if _QWEN35.match(name):
         return "qwen3.5"
     return "approximate"
-
-
-def profile_names() -> list[str]:
-    return ["approximate", "cl100k_base", "o200k_base", "qwen3.5"]
 
 
 def get_tokenizer(model_name: str | None) -> TokenizerProfile:

@@ -1,26 +1,23 @@
 """The web UI (V5), served by the same process: static files, no build step, works offline.
 
-``include_web_api(api)`` adds the UI's own small API (importing the bundled example conversations) to the
-service's API router; ``mount_web(app)``, called last by ``create_app``, serves ``static/`` at ``/``.
-Paths under ``/api/`` that no route answers get the API's ``NOT_FOUND`` envelope for every method, so the UI
-can feature-detect endpoints.
+``mount_web(app)`` is called last by ``create_app``: it serves ``static/`` at ``/`` (the UI's one route of its
+own, importing the bundled examples, is an API route like any other). Paths under ``/api/`` that no route answers
+get the API's ``NOT_FOUND`` envelope for every method, so the UI can feature-detect endpoints.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import JSONResponse
 from starlette.routing import Match, Mount
 from starlette.types import Receive, Scope, Send
 
-from .examples import router as examples_router
-
 STATIC = Path(__file__).parent / "static"
 
-__all__ = ["STATIC", "WebFiles", "include_web_api", "mount_web"]
+__all__ = ["STATIC", "WebFiles", "mount_web"]
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:
@@ -58,12 +55,6 @@ class WebFiles:
         await self.files(scope, receive, send)
 
 
-def include_web_api(api: APIRouter) -> None:
-    """The UI's own API routes (importing the bundled examples), added to the service's API router, so they
-    share its prefix, its authentication and its documented errors."""
-    api.include_router(examples_router)
-
-
 def mount_web(app: FastAPI) -> None:
-    """The UI at ``/``, mounted last (after the API routes, so ``/api`` and ``/healthz`` win)."""
+    """The UI at ``/``, mounted after the API routes (so ``/api`` and ``/healthz`` win)."""
     app.mount("/", WebFiles(STATIC), name="web")

@@ -10,13 +10,11 @@ import pytest
 
 from contextshift.core.compaction import (
     FAILURE_COOLDOWN_SECONDS,
-    MAX_BACKGROUND_PASSES,
     SUMMARY_HEADER,
     CompactionSettings,
     compactable_tokens,
     cooldown_active,
     decide,
-    drain_continues,
     triggers,
 )
 from contextshift.core.messages import Message, ToolCall
@@ -166,24 +164,7 @@ def test_settings_are_validated() -> None:
         decide(W, 1, phase="later")  # type: ignore[arg-type]
 
 
-# -- the background drain (C2) and the cooldown (C6, C10) ------------------------------------------------
-
-
-def test_background_drain_with_a_runner_that_always_succeeds_makes_exactly_three_passes() -> None:
-    passes = 0
-    pressure = 10**9  # never reaches the target: only the bound stops it
-    while True:
-        passes += 1
-        if not drain_continues(passes, "ok", pressure, 80_000):
-            break
-    assert passes == MAX_BACKGROUND_PASSES == 3
-
-
-def test_background_drain_stops_at_a_noop_an_error_or_the_target() -> None:
-    assert not drain_continues(1, "noop", 10**9, 80_000)
-    assert not drain_continues(1, "error", 10**9, 80_000)
-    assert not drain_continues(1, "ok", 80_000, 80_000)
-    assert drain_continues(2, "ok", 80_001, 80_000)
+# -- the cooldown (C6, C10) ------------------------------------------------
 
 
 def test_cooldown_is_five_minutes_after_a_failure() -> None:

@@ -21,7 +21,6 @@ from contextshift.core.compaction import (
     ToolExchange,
     build_prompt,
     build_records,
-    fits_summarizer,
     input_budget,
     max_output_tokens,
     render_transcript,
@@ -237,7 +236,6 @@ def test_output_cap_needs_a_window(window: int) -> None:
 
 def test_a_tiny_summarizer_window_has_no_input_budget() -> None:
     assert input_budget(512) <= 0
-    assert not fits_summarizer(1, 512)
 
 
 def test_input_budget_leaves_room_for_the_instruction_and_the_output() -> None:
@@ -245,12 +243,6 @@ def test_input_budget_leaves_room_for_the_instruction_and_the_output() -> None:
     assert input_budget(32_000) + system == 27_200  # the 85% share binds
     small = input_budget(4_000)  # here the output cap (400) and framing (512) bind
     assert small + system == 4_000 - 400 - 512
-    assert fits_summarizer(system + small, 4_000)
-    assert not fits_summarizer(system + small + 1, 4_000)
-
-
-def test_a_request_does_not_fit_an_unknown_window() -> None:
-    assert not fits_summarizer(10, None)
 
 
 def test_a_prompt_over_budget_is_shrunk_to_fit() -> None:

@@ -18,6 +18,7 @@ from contextshift import (
     shift_with_strategy,
 )
 from contextshift.core.strategies import StrategyRequest, truncate
+from contextshift.core.vocabulary import SUMMARY_HEADER
 
 
 def ceil4(text: str) -> int:
@@ -113,7 +114,7 @@ def test_summarize_replaces_dropped_history_with_a_summary_that_fits() -> None:
     assert summary.tokens_before == 69 + 74
     assert summary.tokens_after == ceil4(str(summary.replacement.content)) + 4
     assert summary.tokens_after < summary.tokens_before
-    assert str(summary.replacement.content).startswith("[Summary of earlier context]")
+    assert str(summary.replacement.content).startswith(SUMMARY_HEADER)
     assert result.tokens == summary.tokens_after + 6 <= 50
     assert result.reasons == {"old-1": "summarized", "old-2": "summarized", "recent": "protected"}
 

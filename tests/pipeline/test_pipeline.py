@@ -10,6 +10,7 @@ import pytest
 from contextshift import ContextStrategyRegistry, Message, ShiftResult, get_tokenizer
 from contextshift.core.strategies import StrategyRequest
 from contextshift.core.tokens import ChatFormatProfile
+from contextshift.core.vocabulary import SUMMARY_HEADER
 from contextshift.pipeline import (
     AuthorNote,
     InterceptorContext,
@@ -85,7 +86,7 @@ def test_summarize_through_the_pipeline_keeps_a_summary_that_fits() -> None:
     )
     result = run_pipeline(request(sources, context_limit=70, response_reserve=20, strategy="summarize"))
     assert result.context_strategy == "summarize"
-    assert any("Summary of earlier context" in m.text for m in result.messages)
+    assert any(SUMMARY_HEADER in m.text for m in result.messages)
     assert any("context summary created" in d for d in result.diagnostics)
     assert result.budget["prompt_tokens"] <= 50
     summary = next(e for e in result.entries if e.stands_for)

@@ -13,6 +13,7 @@ A pass, as the service runs it::
 Nothing here does I/O.
 """
 
+from ..vocabulary import SUMMARY_HEADER
 from .layout import (
     Layout,
     analyze,
@@ -33,13 +34,11 @@ from .policy import (
     Triggers,
     cooldown_active,
     decide,
-    drain_continues,
     triggers,
 )
 from .records import (
     FILE_LABEL,
     IMAGE_LABEL,
-    SUMMARY_HEADER,
     Record,
     SummaryRecord,
     TextItem,
@@ -60,7 +59,6 @@ from .rendering import (
     SummarizerInputTooLarge,
     SummarizerPrompt,
     build_prompt,
-    fits_summarizer,
     input_budget,
     max_output_tokens,
     render_transcript,
@@ -125,8 +123,6 @@ __all__ = [
     "cooldown_active",
     "current_turn_start",
     "decide",
-    "drain_continues",
-    "fits_summarizer",
     "implausibility",
     "input_budget",
     "is_summary",

@@ -141,11 +141,6 @@ def decide(window: int | None, pressure: int, settings: CompactionSettings | Non
     return Decision("none", None, BELOW_TRIGGER, figures.background, pressure)
 
 
-def drain_continues(passes_done: int, last_status: str, pressure: int, target_tokens: int) -> bool:
-    """C2: whether a background run makes another pass (at most 3; stop on a no-op, an error, or the target)."""
-    return passes_done < MAX_BACKGROUND_PASSES and last_status == "ok" and pressure > target_tokens
-
-
 def cooldown_active(
     last_failure_at: float | None, now: float, cooldown: float = FAILURE_COOLDOWN_SECONDS, manual: bool = False
 ) -> bool:

@@ -15,11 +15,11 @@ from typing import Any, TypeAlias
 
 from ..groups import build_groups
 from ..messages import LINK_KEYS, Message, media_kind
+from ..vocabulary import SUMMARY_HEADER
 from .layout import is_summary, is_tool_result
 
 IMAGE_LABEL = "[image]"
 FILE_LABEL = "[file]"
-SUMMARY_HEADER = "[Summary of the earlier conversation]"
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,7 +98,7 @@ def scrub_media(text: str) -> str:
     return _BASE64_RUN.sub("[media]", _DATA_URI.sub("[media]", text))
 
 
-def truncate(text: str, limit: int | None) -> str:
+def clip(text: str, limit: int | None) -> str:
     """``text`` cut to ``limit`` characters followed by ``…[truncated N chars]``; unchanged if it fits."""
     if limit is None or len(text) <= limit:
         return text
@@ -121,7 +121,7 @@ def condense(text: str, limit: int | None) -> str:
     spans = [m.span() for m in _PIECE.finditer(text)]
     facts = [(a, b) for a, b in spans if _FACT.search(text, a, b)]
     if not any(b > limit for _, b in facts):
-        return truncate(text, limit)
+        return clip(text, limit)
     lost = [(a, b) for a, b in facts if a >= limit // 2]
     room = min(limit // 2, sum(b - a + len(_GAP) for a, b in lost))
     head = limit - room
@@ -144,14 +144,14 @@ def condense(text: str, limit: int | None) -> str:
             used += len(piece) + len(_GAP)
     kept = [piece for _, piece in sorted(chosen)]
     if not kept:
-        return truncate(text, limit)
+        return clip(text, limit)
     cut = len(text) - head - sum(len(p) for p in kept)
     return text[:head] + "".join(_GAP + p for p in kept) + f"…[truncated {cut} chars]"
 
 
 def _clean_header(value: str) -> str:
     value = " ".join(value.split()).replace("[", "(").replace("]", ")")
-    return truncate(value, HEADER_CAP)
+    return clip(value, HEADER_CAP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +162,7 @@ class _Line:
 
     def render(self, shrink: int | None) -> str:
         limit = self.cap if shrink is None else (shrink if self.cap is None else min(self.cap, shrink))
-        return self.prefix + (condense(self.body, limit) if self.cap is not None else truncate(self.body, limit))
+        return self.prefix + (condense(self.body, limit) if self.cap is not None else clip(self.body, limit))
 
 
 def _role(role: str, name: str | None) -> str:
@@ -312,10 +312,3 @@ def input_budget(summarizer_window: int, count: TextCounter = approximate_count,
     out = max_output_tokens(summarizer_window)
     room = min(summarizer_window * INPUT_SHARE_PERCENT // 100, summarizer_window - out - FRAMING_TOKENS)
     return room - count(system)
-
-
-def fits_summarizer(input_tokens: int, summarizer_window: int | None) -> bool:
-    """C9: whether a request of ``input_tokens`` (system + user) and its output cap fit the summarizer window."""
-    if summarizer_window is None or summarizer_window <= 0:
-        return False
-    return input_tokens + max_output_tokens(summarizer_window) + FRAMING_TOKENS <= summarizer_window

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..messages import Message
+from ..vocabulary import SUMMARY_HEADER
 from .layout import Counter, message_tokens
 from .plausibility import DEFAULT_SETTINGS, PlausibilitySettings, implausibility
-from .records import SUMMARY_HEADER
 from .selection import Selection
 
 NATURAL_STOPS: frozenset[str] = frozenset({"stop", "end_turn"})

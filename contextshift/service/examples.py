@@ -1,4 +1,4 @@
-"""``POST /api/v2/examples/import``: the bundled example conversations as bots and chats (UI onboarding).
+"""The bundled example conversations as bots and chats (UI onboarding).
 
 Each ``contextshift/examples/*.json`` becomes one bot (its system prompt, persona, a lorebook of its lorebook
 blocks, its memories) and one chat holding its history; the current input (source ``input``) is returned as
@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, status
-from pydantic import BaseModel
-
-from ..api import schemas as s
-from ..api import views
-from ..api.auth import Caller
-from ..api.deps import Repos
-from ..api.errors import error_responses
+from ..storage import Repositories
+from ..storage.tables import BotRow, ChatRow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -37,22 +32,6 @@ _STOP = frozenset(
         *("It", "Its", "Of", "On", "Or", "She", "The", "Their", "They", "This", "To", "When", "With", "World"),
     }
 )
-
-router = APIRouter(tags=["web ui"], responses=error_responses(400, 422, 500))
-
-
-class ImportedExample(BaseModel):
-    example: str
-    bot: s.BotOut
-    chat: s.ChatOut
-    messages: int
-    draft: str | None
-
-
-class ImportOut(BaseModel):
-    imported: list[ImportedExample]
-    skipped: list[str]
-
 
 def example_files() -> list[Path]:
     return sorted(EXAMPLES.glob("*.json"))
@@ -124,17 +103,29 @@ def split_example(messages: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-@router.post(
-    "/examples/import",
-    status_code=status.HTTP_201_CREATED,
-    response_model=ImportOut,
-    summary="Import the bundled example conversations as bots and chats (web UI onboarding)",
-)
-async def import_examples(principal: Caller, repos: Repos) -> dict[str, Any]:
-    """The examples become the caller's own bots, lorebooks and chats."""
-    owner = principal.user_id
-    existing = {bot.name for bot in await repos.bots.list_all(owner_id=owner)}
-    imported: list[dict[str, Any]] = []
+@dataclass(frozen=True, slots=True)
+class ImportedExample:
+    """One example made into a bot and a chat."""
+
+    example: str
+    bot: BotRow
+    chat: ChatRow
+    messages: int
+    draft: str | None
+
+
+async def import_examples(repos: Repositories, owner_id: str | None) -> tuple[list[ImportedExample], list[str]]:
+    """Import every bundled example whose bot the owner does not have yet, as the owner's own.
+
+    Args:
+        repos: the repositories of one open session (the caller commits).
+        owner_id: the user the bots, lorebooks and chats belong to.
+
+    Returns:
+        The examples imported, and the names of those skipped because their bot already exists.
+    """
+    existing = {bot.name for bot in await repos.bots.list_all(owner_id=owner_id)}
+    imported: list[ImportedExample] = []
     skipped: list[str] = []
     for path in example_files():
         name = title_of(path.stem)
@@ -145,12 +136,12 @@ async def import_examples(principal: Caller, repos: Repos) -> dict[str, Any]:
         parts = split_example(list(data.get("messages", [])))
         lorebook_ids: list[str] = []
         if parts["lore"]:
-            book = await repos.lorebooks.create(name=f"{name} lore", entries=parts["lore"], owner_id=owner)
+            book = await repos.lorebooks.create(name=f"{name} lore", entries=parts["lore"], owner_id=owner_id)
             lorebook_ids.append(book.id)
         settings = SETTINGS.get(path.stem, {})
         bot = await repos.bots.create(
             name=name,
-            owner_id=owner,
+            owner_id=owner_id,
             system_prompt=parts["system_prompt"],
             persona=parts["persona"],
             lorebook_ids=lorebook_ids,
@@ -160,13 +151,5 @@ async def import_examples(principal: Caller, repos: Repos) -> dict[str, Any]:
             await repos.memories.create(bot_id=bot.id, content=memory, chat_id=None)
         chat = await repos.chats.create(bot_id=bot.id, type="chat", title=name.removeprefix("Example: "))
         rows = await repos.messages.append_many(chat.id, parts["history"])
-        imported.append(
-            {
-                "example": path.stem,
-                "bot": views.bot(bot),
-                "chat": views.chat(chat),
-                "messages": len(rows),
-                "draft": parts["draft"],
-            }
-        )
-    return {"imported": imported, "skipped": skipped}
+        imported.append(ImportedExample(path.stem, bot, chat, len(rows), parts["draft"]))
+    return imported, skipped
