@@ -11,20 +11,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, TypeVar, cast
 
-Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
-ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
-
-Source: TypeAlias = Literal[
-    "system", "persona", "character", "lorebook", "memory", "template", "history", "summary", "input", "plugin"
-]
-SOURCES: frozenset[str] = frozenset(
-    {"system", "persona", "character", "lorebook", "memory", "template", "history", "summary", "input", "plugin"}
-)
-
-#: The sources whose system-role messages are protected (M4).
-PROTECTED_SYSTEM_SOURCES: frozenset[str | None] = frozenset({None, "system", "persona", "character"})
+from .vocabulary import PROTECTED_SYSTEM_SOURCES, ROLES, SOURCES, Role, Source
 
 #: Keys that may carry a tool-result link, in order of precedence (M3).
 LINK_KEYS: tuple[str, ...] = ("tool_call_id", "toolCallId", "callId")
@@ -47,18 +37,58 @@ KIND_TOOL = 4
 KIND_MALFORMED = 8
 
 
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def _read_only(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only copy of a mapping (its top level; the values are shared)."""
+    return MappingProxyType(dict(value)) if value else _EMPTY
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One function call requested by an assistant message."""
+    """One function call requested by an assistant message.
+
+    Args:
+        id: the call's id, which the tool result names in its ``tool_call_id``.
+        name: the function's name.
+        arguments: the arguments as a JSON string (anything else is encoded as JSON).
+        extra: anything else the call carried (``type`` and unknown keys), kept for a lossless round trip.
+
+    Raises:
+        ValueError: ``id`` is empty.
+        TypeError: a field has the wrong type.
+    """
 
     id: str
     name: str
     arguments: str = ""
-    #: Anything else the call carried (``type`` and unknown keys), kept for a lossless round trip.
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValueError("a tool call needs a non-empty string id")
+        if not isinstance(self.name, str):
+            raise TypeError(f"tool call {self.id!r}: name must be a string, got {type(self.name).__name__}")
+        if not isinstance(self.arguments, str):
+            object.__setattr__(self, "arguments", json.dumps(self.arguments, ensure_ascii=False, sort_keys=True))
+        if not isinstance(self.extra, Mapping):
+            raise TypeError(f"tool call {self.id!r}: extra must be a mapping")
+        if type(self.extra) is not MappingProxyType:
+            object.__setattr__(self, "extra", _read_only(self.extra))
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.name, self.arguments))
+
+    def __deepcopy__(self, memo: object) -> ToolCall:
+        return self  # immutable
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ToolCall.from_dict, (self.to_dict(),))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        """A call from its OpenAI dict (``{"id", "type", "function": {"name", "arguments"}}``) or a flat one."""
         if not isinstance(data, Mapping):
             raise TypeError(f"a tool call must be an object, got {type(data).__name__}")
         function = data.get("function")
@@ -73,16 +103,13 @@ class ToolCall:
             name = data.get("name", "")
             arguments = data.get("arguments", "")
             extra["flat"] = True
-        if not isinstance(arguments, str):
-            arguments = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
         call_id = data.get("id")
         if not isinstance(call_id, str) or not call_id:
             raise ValueError("a tool call needs a non-empty string id")
-        if not isinstance(name, str):
-            raise TypeError(f"tool call {call_id!r}: name must be a string")
         return cls(id=call_id, name=name, arguments=arguments, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
+        """The OpenAI dict of this call (or the flat one it came from)."""
         extra = dict(self.extra)
         if extra.pop("flat", False):
             return {"id": self.id, "name": self.name, "arguments": self.arguments, **extra}
@@ -93,9 +120,79 @@ class ToolCall:
         return out
 
 
+def _content_of(content: object, label: str) -> str | tuple[Mapping[str, Any], ...] | None:
+    """``content`` as a message holds it: a string, None, or a tuple of read-only parts."""
+    if content is None or type(content) is str:
+        return content
+    if isinstance(content, list | tuple):
+        parts: list[Mapping[str, Any]] = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(MappingProxyType({"type": "text", "text": part}))
+            elif type(part) is MappingProxyType:
+                parts.append(part)
+            elif isinstance(part, Mapping):
+                parts.append(MappingProxyType(dict(part)))
+            else:
+                raise TypeError(f"message {label}: content parts must be objects or strings, got {type(part).__name__}")
+        return tuple(parts)
+    if isinstance(content, str):
+        return str(content)
+    raise TypeError(f"message {label}: content must be a string, a list of parts or None, got {type(content).__name__}")
+
+
+def _calls_of(calls: object, label: str) -> tuple[ToolCall, ...]:
+    if calls is None or (not calls and isinstance(calls, list | tuple)):
+        return ()
+    if not isinstance(calls, list | tuple):
+        raise TypeError(f"message {label}: tool_calls must be a list, got {type(calls).__name__}")
+    if type(calls) is tuple and all(type(c) is ToolCall for c in calls):
+        return calls
+    out: list[ToolCall] = []
+    for call in calls:
+        if isinstance(call, ToolCall):
+            out.append(call)
+        elif isinstance(call, Mapping):
+            try:
+                out.append(ToolCall.from_dict(call))
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"message {label}: tool_calls: {error}") from None
+        else:
+            raise TypeError(f"message {label}: tool_calls must hold tool calls or objects, got {type(call).__name__}")
+    return tuple(out)
+
+
+def _optional_text(value: object, what: str, label: str) -> None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"message {label}: {what} must be a string or None, got {type(value).__name__}")
+
+
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One prompt message (M1). Immutable: the library never changes a message it was given."""
+    """One prompt message (M1). Immutable and hashable: the library never changes a message it was given.
+
+    Made by the constructor, one of the factories (:meth:`user`, :meth:`assistant`, :meth:`tool_result`,
+    :meth:`system`) or :meth:`from_dict`; all of them validate and coerce alike.
+
+    Args:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        content: a string, None, or a list of parts (objects in OpenAI or Anthropic shape; a plain string
+            becomes a text part). Held as a tuple of read-only parts.
+        id: a stable id; an id-less message gets ``msg-<index>`` when a prompt is normalized.
+        name: the participant's name.
+        tool_calls: the calls an assistant message requests (``ToolCall`` or their dicts).
+        tool_call_id: the call a tool result answers.
+        pinned: always keep this message (M4).
+        source: where the message came from (``input`` marks the current input, which is protected).
+        relevance: a retrieved block's relevance in [0, 1] (lorebook and memory).
+        workspace: a label grouping messages of one workspace (summaries keep it).
+        meta: anything else, read-only once the message is made.
+        extra: unknown top-level keys of the dict this message came from, returned unchanged by ``to_dict``.
+
+    Raises:
+        ValueError: an unknown ``role`` or ``source``, or a tool call without an id.
+        TypeError: a field has the wrong type; the message names the field.
+    """
 
     role: Role
     content: str | tuple[Mapping[str, Any], ...] | None = ""
@@ -107,27 +204,67 @@ class Message:
     source: Source | None = None
     relevance: float | None = None
     workspace: str | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    #: Unknown top-level keys of the dict this message came from, returned unchanged by ``to_dict``.
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     # Derived once from the fields above (never compared, shown or passed in): see ``__post_init__``.
     _text: str | None = field(init=False, repr=False, compare=False)
     _links: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
     _kind: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        ident = self.id
+        if type(ident) is not str:
+            if ident is None:
+                ident = ""
+                setattr_(self, "id", ident)
+            elif not isinstance(ident, str):
+                raise TypeError(f"message id must be a string, got {type(ident).__name__}")
+        label = ident or "(no id)"
         role, source = self.role, self.source
         if role not in ROLES:
-            raise ValueError(f"message {self.id or '(no id)'}: unknown role {role!r}")
+            raise ValueError(f"message {label}: unknown role {role!r}")
         if source is not None and source not in SOURCES:
-            raise ValueError(f"message {self.id or '(no id)'}: unknown source {source!r}")
-        if self.relevance is not None and (
-            isinstance(self.relevance, bool) or not isinstance(self.relevance, int | float)
-        ):
-            raise TypeError(f"message {self.id or '(no id)'}: relevance must be a number or None")
+            raise ValueError(f"message {label}: unknown source {source!r}")
+        content = self.content
+        if content is not None and type(content) is not str:
+            content = _content_of(content, label)
+            setattr_(self, "content", content)
+        calls = self.tool_calls
+        if type(calls) is not tuple or calls:
+            calls = _calls_of(calls, label)
+            setattr_(self, "tool_calls", calls)
+        call_id = self.tool_call_id
+        if call_id is not None:
+            _optional_text(call_id, "tool_call_id", label)
+            if not call_id:
+                call_id = None
+                setattr_(self, "tool_call_id", None)
+        if type(self.pinned) is not bool:
+            raise TypeError(f"message {label}: pinned must be True or False, got {type(self.pinned).__name__}")
+        if self.name is not None:
+            _optional_text(self.name, "name", label)
+        if self.workspace is not None:
+            _optional_text(self.workspace, "workspace", label)
+        relevance = self.relevance
+        if relevance is not None and (isinstance(relevance, bool) or not isinstance(relevance, int | float)):
+            raise TypeError(f"message {label}: relevance must be a number or None, got {type(relevance).__name__}")
+        meta = self.meta
+        if type(meta) is not MappingProxyType:
+            if meta is None:
+                meta = _EMPTY
+            elif not isinstance(meta, Mapping):
+                raise TypeError(f"message {label}: meta must be a mapping or None, got {type(meta).__name__}")
+            else:
+                meta = _read_only(meta)
+            setattr_(self, "meta", meta)
+        extra = self.extra
+        if type(extra) is not MappingProxyType:
+            if not isinstance(extra, Mapping):
+                raise TypeError(f"message {label}: extra must be a mapping, got {type(extra).__name__}")
+            setattr_(self, "extra", _read_only(extra))
         # A message never changes, so what every shift asks of it is worked out here, once: whether it is
         # protected, its tool-link ids and the text that is counted.
-        content, calls = self.content, self.tool_calls
         kind = KIND_PROTECTED if self.pinned or source == "input" else 0
         if role == "system":
             if source in PROTECTED_SYSTEM_SOURCES:
@@ -145,82 +282,119 @@ class Message:
                 text = ""
             else:
                 text = _derive(_joined_text, self)
-            call_id = self.tool_call_id
             if type(content) is tuple:
                 links = _derive(_link_ids_of, self)
             elif call_id:
-                links = (call_id,) if type(call_id) is str else _derive(_link_ids_of, self)
+                links = (call_id,)
             else:
-                meta = self.meta
-                links = () if type(meta) is dict and not meta else _derive(_link_ids_of, self)
+                links = () if not meta else _derive(_link_ids_of, self)
         if text is None or links is None:
             kind |= KIND_MALFORMED
         elif links:
             kind |= KIND_LINKED
-        setattr_ = object.__setattr__
         setattr_(self, "_text", text)
         setattr_(self, "_links", links)
         setattr_(self, "_kind", kind)
+
+    def __hash__(self) -> int:
+        # Equal messages have equal ids, roles and texts; the rest is compared by ``==`` only.
+        return hash((self.id, self.role, self._text))
+
+    def __deepcopy__(self, memo: object) -> Message:
+        return self  # immutable: a copy would be the same message
+
+    def __copy__(self) -> Message:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Message.from_dict, (self.to_dict(),))
+
+    # -- factories --------------------------------------------------------------------------------------
+
+    @classmethod
+    def user(cls, content: str | Sequence[str | Mapping[str, Any]], **fields: Any) -> Message:
+        """A user message. ``fields`` are any other constructor arguments (``id``, ``source``, ``pinned``...)."""
+        return cls("user", content, **fields)  # type: ignore[arg-type]
+
+    @classmethod
+    def assistant(
+        cls,
+        content: str | Sequence[str | Mapping[str, Any]] | None = "",
+        *,
+        tool_calls: Sequence[ToolCall | Mapping[str, Any]] = (),
+        **fields: Any,
+    ) -> Message:
+        """An assistant reply, optionally requesting ``tool_calls`` (``ToolCall`` or their dicts)."""
+        return cls("assistant", content, tool_calls=tool_calls, **fields)  # type: ignore[arg-type]
+
+    @classmethod
+    def tool_result(
+        cls, tool_call_id: str, content: str | Sequence[str | Mapping[str, Any]], **fields: Any
+    ) -> Message:
+        """The result of the call ``tool_call_id``.
+
+        Raises:
+            ValueError: ``tool_call_id`` is empty.
+        """
+        if not isinstance(tool_call_id, str) or not tool_call_id:
+            raise ValueError("a tool result needs the non-empty id of the call it answers")
+        return cls("tool", content, tool_call_id=tool_call_id, **fields)  # type: ignore[arg-type]
+
+    @classmethod
+    def system(cls, content: str | Sequence[str | Mapping[str, Any]], **fields: Any) -> Message:
+        """A system message (protected unless its ``source`` is one of the retrieved or summary sources)."""
+        return cls("system", content, **fields)  # type: ignore[arg-type]
 
     # -- conversion -------------------------------------------------------------------------------------
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Message:
-        """Build a message from an OpenAI Chat Completions dict (Anthropic content blocks allowed)."""
+        """Build a message from an OpenAI Chat Completions dict (Anthropic content blocks allowed).
+
+        Args:
+            data: the message's dict. A tool result's link may be under ``tool_call_id``, ``toolCallId`` or
+                ``callId``; unknown keys are kept in ``extra``.
+
+        Returns:
+            The message; ``Message.from_dict(m.to_dict()) == m``.
+
+        Raises:
+            TypeError: ``data`` is not a mapping, or a field has the wrong type.
+            ValueError: an unknown role or source, or a tool call without an id.
+        """
         if not isinstance(data, Mapping):
             raise TypeError(f"a message must be an object, got {type(data).__name__}")
-        ident = data.get("id", "")
-        if ident is None:
-            ident = ""
-        if not isinstance(ident, str):
-            raise TypeError(f"message id must be a string, got {type(ident).__name__}")
-        label = ident or "(no id)"
-        role = data.get("role")
-        if role not in ROLES:
-            raise ValueError(f"message {label}: unknown role {role!r}")
-        content = data.get("content", "")
-        if isinstance(content, list | tuple):
-            parts: list[Mapping[str, Any]] = []
-            for part in content:
-                if isinstance(part, str):
-                    part = {"type": "text", "text": part}
-                if not isinstance(part, Mapping):
-                    raise TypeError(f"message {label}: content parts must be objects")
-                parts.append(dict(part))
-            content = tuple(parts)
-        elif content is not None and not isinstance(content, str):
-            raise TypeError(f"message {label}: content must be a string, a list of parts or null")
-        raw_calls = data.get("tool_calls") or ()
-        if not isinstance(raw_calls, list | tuple):
-            raise TypeError(f"message {label}: tool_calls must be a list")
-        tool_calls = tuple(ToolCall.from_dict(c) for c in raw_calls)
-        link_key = next((k for k in LINK_KEYS if isinstance(data.get(k), str) and data.get(k)), None)
-        meta = data.get("meta") or {}
-        if not isinstance(meta, Mapping):
-            raise TypeError(f"message {label}: meta must be an object")
-        pinned = data.get("pinned", False)
-        if not isinstance(pinned, bool):
-            raise TypeError(f"message {label}: pinned must be true or false")
+        link_key = "tool_call_id"
+        link = data.get("tool_call_id")
+        if not link:  # a link of the wrong type stays, for the constructor to reject
+            link = None
+            for key in LINK_KEYS[1:]:
+                value = data.get(key)
+                if isinstance(value, str) and value:
+                    link_key, link = key, value
+                    break
         extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
-        if link_key is not None and link_key != "tool_call_id":
+        if link_key != "tool_call_id":
             extra["_link_key"] = link_key
         return cls(
-            id=ident,
-            role=role,
-            content=content,
+            id=data.get("id", ""),
+            role=data.get("role"),  # type: ignore[arg-type]
+            content=data.get("content", ""),
             name=data.get("name"),
-            tool_calls=tool_calls,
-            tool_call_id=data.get(link_key) if link_key else None,
-            pinned=pinned,
+            tool_calls=data.get("tool_calls") or (),
+            tool_call_id=link,
+            pinned=data.get("pinned", False),
             source=data.get("source"),
             relevance=data.get("relevance"),
             workspace=data.get("workspace"),
-            meta=dict(meta),
+            meta=data.get("meta"),  # type: ignore[arg-type]
             extra=extra,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The OpenAI Chat Completions dict of this message; ``from_dict(m.to_dict()) == m``."""
+        """The OpenAI Chat Completions dict of this message, with contextshift's own keys (``id``,
+        ``source``, ``pinned``...); ``from_dict(m.to_dict()) == m``. See ``to_openai_messages`` for what a
+        provider accepts."""
         out: dict[str, Any] = {}
         if self.id:
             out["id"] = self.id
@@ -271,9 +445,6 @@ class Message:
                 elif kind == "file":
                     files += 1
         return images, files
-
-    def with_changes(self, **changes: Any) -> Message:
-        return replace(self, **changes)
 
 
 _T = TypeVar("_T")
