@@ -193,6 +193,12 @@ def to_langchain(dicts: list[dict[str, Any]]) -> list[Any]:
     return [kinds[role](content=text, id=d["id"]) for (role, text), d in zip(flat_texts(dicts), dicts, strict=True)]
 
 
+def to_langchain_dicts(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The flattened conversation as OpenAI-style dicts, for ``langchain_core.messages.convert_to_messages``."""
+    flat = zip(flat_texts(dicts), dicts, strict=True)
+    return [{"role": role, "content": text, "id": d["id"]} for (role, text), d in flat]
+
+
 def to_llamaindex(dicts: list[dict[str, Any]]) -> list[Any]:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole
 

@@ -70,29 +70,36 @@ def _messages(items: object, what: str) -> list[Message]:
     return list(items)
 
 
-class _Review:
-    """The host's reading of one strategy result against the original prompt."""
+def _validate(prompt: Prompt, result: ShiftResult) -> list[Message]:
+    """The kept messages of a strategy's result, if its shape is sound and every protected message is kept.
 
-    def __init__(self, prompt: Prompt, name: str, result: ShiftResult) -> None:
+    Pure: it only reads. Raises :class:`StrategyFailed` (``_ProtectedRemoved`` for missing protected context).
+    """
+    kept = _messages(result.kept, "kept")
+    _messages(result.excluded, "excluded")
+    if not isinstance(result.truncated, list | tuple) or not all(
+        isinstance(t, Truncation) and _well_formed(t.replacement) for t in result.truncated
+    ):
+        raise StrategyFailed("truncated is not a list of Truncation with well-formed replacements")
+    by_id = prompt.position
+    kept_inputs = {m.id for m in kept if m.id in by_id}
+    missing_protected = [prompt.ids[p] for p in prompt.protected_members if prompt.ids[p] not in kept_inputs]
+    if missing_protected:
+        raise _ProtectedRemoved(missing_protected)
+    return kept
+
+
+class _Review:
+    """The host's reconciliation of a validated strategy result with the original prompt: the declared
+    replacements it accepts, the kept list it rebuilds from its own originals, and what it rejected."""
+
+    def __init__(self, prompt: Prompt, name: str, result: ShiftResult, kept: list[Message]) -> None:
         self.prompt = prompt
         self.name = name
         self.diagnostics: list[str] = []
         self.rejected: dict[str, str] = {}
-        kept = _messages(result.kept, "kept")
-        _messages(result.excluded, "excluded")
-        if not isinstance(result.truncated, list | tuple) or not all(
-            isinstance(t, Truncation) and _well_formed(t.replacement) for t in result.truncated
-        ):
-            raise StrategyFailed("truncated is not a list of Truncation with well-formed replacements")
         by_id = prompt.position
         kept_inputs = {m.id for m in kept if m.id in by_id}
-        missing_protected = [
-            m.id
-            for p, m in enumerate(prompt.messages)
-            if prompt.groups[prompt.owner[p]].protected and m.id not in kept_inputs
-        ]
-        if missing_protected:
-            raise _ProtectedRemoved(missing_protected)
         # Replacements the strategy declared, checked one by one.
         self.truncations: dict[str, Truncation] = {}
         claimed: set[str] = set()
@@ -304,7 +311,7 @@ def shift_with_strategy(
         else:
             private = replace(request, messages=copy.deepcopy(request.messages))
             result = _run(chosen, private, float(timeout))
-        review = _Review(prompt, strategy, result)
+        review = _Review(prompt, strategy, result, _validate(prompt, result))
         outcome = _finish(prompt, review, budget, count_tokens, per_message_overhead)
     except TokenBudgetExceeded:
         raise
@@ -321,11 +328,9 @@ def shift_with_strategy(
             f'context strategy "{strategy}" returned an unusable result ({type(error).__name__}); '
             "safe truncation used instead",
         )
-    outcome.diagnostics.insert(0, f'context strategy "{strategy}" applied')
-    return outcome
+    return replace(outcome, diagnostics=[f'context strategy "{strategy}" applied', *outcome.diagnostics])
 
 
 def _fallback(request: StrategyRequest, note: str) -> ShiftResult:
     result = truncate(request)
-    result.diagnostics.insert(0, note)
-    return result
+    return replace(result, diagnostics=[note, *result.diagnostics])

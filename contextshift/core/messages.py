@@ -506,12 +506,81 @@ def text_parts(content: str | Sequence[Mapping[str, Any]] | None) -> Iterable[st
 
 
 def as_message(item: MessageLike) -> Message:
-    """A ``Message`` from a message or a message dict."""
+    """A ``Message`` from a message or a message dict (see :meth:`Message.from_dict`)."""
     if isinstance(item, Message):
         return item
-    return Message.from_dict(item)
+    return _plain(item) or Message.from_dict(item)
 
 
+#: The keys of a dict :func:`_plain` makes a message of; any other key takes ``Message.from_dict``.
+_PLAIN_KEYS = frozenset({"id", "role", "content", "name", "tool_call_id", "pinned", "source"})
+_new = object.__new__
+
+
+def _plain(data: object, index: int = -1) -> Message | None:
+    """The message of a plain dict (the keys of ``_PLAIN_KEYS`` only, each of the right type), or None.
+
+    This is ``Message.from_dict`` for the dicts most prompts are made of, checked in one look and built
+    without a second one (an id-less one gets ``msg-<index>`` when ``index`` is given). Any other dict (tool
+    calls, parts, meta, a bad value...) gives None, and ``from_dict`` builds it or says what is wrong. The
+    message is equal to the one ``from_dict`` makes.
+    """
+    if type(data) is not dict or not data.keys() <= _PLAIN_KEYS:
+        return None
+    role = data.get("role")
+    content = data.get("content", "")
+    ident = data.get("id") or (f"msg-{index}" if index >= 0 else "")
+    name = data.get("name")
+    call_id = data.get("tool_call_id") or None
+    pinned = data.get("pinned", False)
+    source = data.get("source")
+    if (
+        role not in ROLES
+        or (content is not None and type(content) is not str)
+        or type(ident) is not str
+        or (name is not None and type(name) is not str)
+        or (call_id is not None and type(call_id) is not str)
+        or type(pinned) is not bool
+        or (source is not None and source not in SOURCES)
+    ):
+        return None
+    kind = KIND_PROTECTED if pinned or source == "input" else 0
+    if role == "system":
+        if source in PROTECTED_SYSTEM_SOURCES:
+            kind = KIND_PROTECTED
+    elif role == "tool":
+        kind |= KIND_TOOL
+    if call_id:
+        kind |= KIND_LINKED
+    message: Message = _new(Message)
+    (set_role, set_content, set_id, set_name, set_calls, set_call_id, set_pinned, set_source, set_relevance,
+     set_workspace, set_meta, set_extra, set_text, set_links, set_kind) = _SETTERS
+    set_role(message, role)
+    set_content(message, content)
+    set_id(message, ident)
+    set_name(message, name)
+    set_calls(message, ())
+    set_call_id(message, call_id)
+    set_pinned(message, pinned)
+    set_source(message, source)
+    set_relevance(message, None)
+    set_workspace(message, None)
+    set_meta(message, _EMPTY)
+    set_extra(message, _EMPTY)
+    set_text(message, content or "")
+    set_links(message, (call_id,) if call_id else ())
+    set_kind(message, kind)
+    return message
+
+
+#: The slots' own setters (a frozen dataclass refuses ``setattr``), in the order :func:`_plain` sets them.
+_SETTERS: tuple[Callable[[Message, Any], None], ...] = tuple(
+    Message.__dict__[name].__set__
+    for name in (
+        *("role", "content", "id", "name", "tool_calls", "tool_call_id", "pinned", "source", "relevance"),
+        *("workspace", "meta", "extra", "_text", "_links", "_kind"),
+    )
+)
 _message_id = attrgetter("id")
 
 
@@ -522,7 +591,7 @@ def _unchanged_ids(items: Sequence[MessageLike]) -> list[str] | None:
     """
     if set(map(type, items)) - {Message}:
         return None
-    ids: list[str] = list(map(_message_id, items))
+    ids: list[str] = [m.id for m in cast(Sequence[Message], items)]
     try:
         unique = len(set(ids)) == len(ids)
     except TypeError:  # an unhashable id: normalize_messages reports it
@@ -531,24 +600,43 @@ def _unchanged_ids(items: Sequence[MessageLike]) -> list[str] | None:
 
 
 def normalize_messages(items: Iterable[MessageLike]) -> list[Message]:
-    """Convert every item, give id-less messages their stable ``msg-<index>`` id, and reject duplicates."""
+    """Convert every item, give id-less messages their stable ``msg-<index>`` id, and reject duplicates.
+
+    Raises:
+        TypeError: ``items`` is a single value rather than a list, or an item is not a message.
+        ValueError: a duplicate id, or an item :meth:`Message.from_dict` rejects.
+    """
+    return normalized(items)[0]
+
+
+def normalized(items: Iterable[MessageLike]) -> tuple[list[Message], list[str]]:
+    """:func:`normalize_messages` and the ids of its messages."""
     if isinstance(items, str | bytes | Mapping):
         raise TypeError("messages must be a list of messages, not a single value")
     if not isinstance(items, list | tuple):
         items = list(items)
-    if _unchanged_ids(items) is not None:
-        return cast(list[Message], list(items))
+    ids = _unchanged_ids(items)
+    if ids is not None:
+        return cast(list[Message], list(items)), ids
     out: list[Message] = []
-    seen: set[str] = set()
+    append = out.append
+    seen: dict[str, None] = {}
     for index, item in enumerate(items):
-        message = as_message(item)
-        if not message.id:
-            message = replace(message, id=f"msg-{index}")
-        if message.id in seen:
-            raise ValueError(f"message {message.id}: duplicate message id")
-        seen.add(message.id)
-        out.append(message)
-    return out
+        if type(item) is dict:
+            message = _plain(item, index)
+            if message is None:
+                message = Message.from_dict(item)
+        else:
+            message = as_message(item)
+        ident = message.id
+        if not ident:
+            ident = f"msg-{index}"
+            message = replace(message, id=ident)
+        if ident in seen:
+            raise ValueError(f"message {ident}: duplicate message id")
+        seen[ident] = None
+        append(message)
+    return out, list(seen)
 
 
 def link_ids(message: Message) -> tuple[str, ...]:

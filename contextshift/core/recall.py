@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from .groups import build_groups
 from .messages import Message, link_ids
 from .relevance import bm25_term_scores, terms
-from .shifting import Prompt, Removal, ShiftResult, build_result, shift_prompt
+from .shifting import Prompt, Removal, ShiftResult, build_result, excluded_note, shift_prompt
 from .vocabulary import RECALLED
 
 if TYPE_CHECKING:
@@ -152,10 +152,6 @@ def whole_groups(messages: Sequence[Message], wanted: frozenset[str] | set[str])
     return [messages[p] for p in sorted(keep)]
 
 
-def _excluded_note(count: int) -> list[str]:
-    return [f"context shift excluded {count} message(s)"] if count else []
-
-
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     union = len(a | b)
     return len(a & b) / union if union else 0.0
@@ -229,7 +225,7 @@ def recall(request: StrategyRequest) -> ShiftResult:
     budget = request.budget
     outcome = shift_prompt(prompt, budget)
     truncated = build_result(
-        prompt, outcome, budget, strategy="recall", diagnostics=_excluded_note(len(outcome.removed))
+        prompt, outcome, budget, strategy="recall", diagnostics=excluded_note(len(outcome.removed))
     )
     if not outcome.removed:
         return truncated
@@ -249,7 +245,7 @@ def recall(request: StrategyRequest) -> ShiftResult:
     else:
         return truncated
     recalled = [p for n in sorted(chosen, key=lambda n: prompt.groups[n].first) for p in prompt.groups[n].members]
-    result = build_result(prompt, second, budget, strategy="recall", diagnostics=_excluded_note(len(second.removed)))
+    result = build_result(prompt, second, budget, strategy="recall", diagnostics=excluded_note(len(second.removed)))
     for position in recalled:
         result.reasons[prompt.messages[position].id] = RECALLED
     tokens = sum(prompt.costs[p] for p in recalled)

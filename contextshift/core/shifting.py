@@ -7,23 +7,24 @@ the number of messages (S8), and the reported ``tokens`` is a fresh count of wha
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 from .errors import TokenBudgetExceeded
-from .groups import Group, build_groups, find_links, group_index
-from .messages import Message, MessageLike, normalize_messages
+from .groups import Group, find_links, group_index
+from .messages import Message, MessageLike, normalized
 from .tokens import (
     ChatFormatProfile,
     TokenCounter,
     TokenizerProfile,
+    callable_costs,
     check_counter,
     check_overhead,
     checked_count,
-    media_tokens,
-    message_costs,
     profile_costs,
     prompt_tokens,
 )
@@ -34,7 +35,14 @@ Counter = TokenCounter | TokenizerProfile
 
 @dataclass(frozen=True, slots=True)
 class Truncation:
-    """A block compressed instead of dropped: the replacement and the messages it stands for."""
+    """A block compressed instead of dropped: the replacement and the messages it stands for.
+
+    Args:
+        replacement: the message that stands in the prompt instead (never protected).
+        source_ids: the ids of the messages it replaces.
+        tokens_before: what those messages cost.
+        tokens_after: what the replacement costs.
+    """
 
     replacement: Message
     source_ids: list[str]
@@ -50,9 +58,22 @@ class Truncation:
         }
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ShiftResult:
-    """What fits (``kept``, in prompt order), what was dropped (``excluded``, in removal order) and why."""
+    """What fits (``kept``, in prompt order), what was dropped (``excluded``, in removal order) and why.
+
+    Frozen: a result is made once, by a shift or a strategy (use ``dataclasses.replace`` for a changed copy).
+
+    Args:
+        kept: the messages to send, in prompt order.
+        excluded: the messages left out, in removal order.
+        truncated: replacements (summaries) kept instead of the messages they stand for.
+        tokens: a fresh count of ``kept``.
+        reasons: every input message id's reason (``protected``, ``fit``, ``context-shift``...).
+        strategy: the strategy that made it.
+        diagnostics: what happened, in plain words.
+        budget: the budget it was made for.
+    """
 
     kept: list[Message]
     excluded: list[Message]
@@ -64,6 +85,7 @@ class ShiftResult:
     budget: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        """Everything, as JSON-ready dicts (messages with contextshift's own keys, see ``to_openai``)."""
         return {
             "strategy": self.strategy,
             "budget": self.budget,
@@ -77,6 +99,12 @@ class ShiftResult:
 
 
 def check_budget(budget: object) -> int:
+    """``budget`` if it is a positive integer.
+
+    Raises:
+        TypeError: it is not an integer.
+        ValueError: it is not positive.
+    """
     if isinstance(budget, bool) or not isinstance(budget, int):
         raise TypeError(f"budget must be a positive integer, got {budget!r}")
     if budget <= 0:
@@ -84,8 +112,25 @@ def check_budget(budget: object) -> int:
     return budget
 
 
+def _additive(counter: Counter) -> bool:
+    """Whether the sum of message costs is the whole-prompt count (true for callables and our profiles)."""
+    return not isinstance(counter, TokenizerProfile) or isinstance(counter, ChatFormatProfile)
+
+
+#: How many positions a batch-counting profile counts in its first batch; every later batch is twice as big.
+_FIRST_BATCH = 64
+
+
 class Prompt:
-    """A normalized prompt with every message counted once and its tool groups found."""
+    """A normalized prompt, its tool groups and its message costs, counted on demand and once each.
+
+    Args:
+        messages: the prompt (``Message`` objects or their dicts).
+        counter: a callable ``str -> int`` or a tokenizer profile.
+        per_message_overhead: tokens added to every message by a plain callable counter.
+        groups: groups to use instead of those found in ``messages`` (the host keeps the original prompt's
+            groups and protection when it recounts a strategy's result).
+    """
 
     def __init__(
         self,
@@ -95,107 +140,320 @@ class Prompt:
         *,
         groups: Sequence[Group] | None = None,
     ) -> None:
-        """``groups`` replaces the groups found in ``messages`` (the host keeps the original prompt's groups)."""
-        self.messages: list[Message] = normalize_messages(messages)
+        check_overhead(per_message_overhead)
+        if not isinstance(counter, TokenizerProfile):
+            check_counter(counter)
+        self.messages: list[Message]
+        self.ids: list[str]
+        self.messages, self.ids = normalized(messages)
         self.counter = counter
         self.per_message_overhead = per_message_overhead
-        self.costs, self.fixed = message_costs(self.messages, counter, per_message_overhead)
-        self.groups: list[Group] = (
-            sorted(groups, key=lambda g: g.first) if groups is not None else build_groups(self.messages)
-        )
-        self.owner: list[int] = group_index(self.groups, len(self.messages))
-        costs = self.costs
-        self.group_costs = [
-            costs[members[0]] if len(members) == 1 else sum(costs[p] for p in members) for members, _ in self.groups
-        ]
-        self.position = dict(zip(map(_message_id, self.messages), range(len(self.messages)), strict=True))
+        self.additive = _additive(counter)
+        self._groups: list[Group] | None = None
+        if groups is None:
+            links = find_links(self.messages, list(map(_kind, self.messages)))
+            assert links is not None  # strict: a malformed message raised
+            self.multi: dict[int, list[int]] = links.multi
+            self.root_of: dict[int, int] = links.root_of
+            roots: set[int] = set()
+            for position in links.protected:
+                roots.add(self.root_of.get(position, position))
+        else:
+            self._groups = sorted(groups, key=lambda g: g.first)
+            self.multi, self.root_of, roots = {}, {}, set()
+            for group in self._groups:
+                members = list(group.members)
+                if len(members) > 1:
+                    self.multi[members[0]] = members
+                    for position in members:
+                        self.root_of[position] = members[0]
+                if group.protected:
+                    roots.add(members[0])
+        #: The roots (earliest members) of the protected groups, and every member of those groups, ascending.
+        self.protected_roots: set[int] = roots
+        self.protected_members: list[int] = sorted(p for root in roots for p in self.members(root))
+        self._costs: dict[int, int] = {}
+        self._memo: dict[str, int] = {}  # plain callables: counts by text
+        self._fixed: int | None = None
+        self._position: dict[str, int] | None = None
+
+    # -- groups ---------------------------------------------------------------------------------------------
+
+    def members(self, root: int) -> list[int]:
+        """The positions of the group whose earliest member is ``root``."""
+        members = self.multi.get(root)
+        return [root] if members is None else members
+
+    def root(self, position: int) -> int:
+        return self.root_of.get(position, position)
 
     @property
-    def additive(self) -> bool:
-        """Whether the sum of message costs is the whole-prompt count (true for callables and our profiles)."""
-        return _additive(self.counter)
+    def groups(self) -> list[Group]:
+        """Every group, ordered by its earliest member (built when first asked for)."""
+        if self._groups is None:
+            protected, multi = self.protected_roots, self.multi
+            self._groups = [
+                Group(tuple(multi.get(p, (p,))), p in protected)
+                for p in range(len(self.messages))
+                if self.root_of.get(p, p) == p
+            ]
+        return self._groups
 
-    def fresh_count(self, positions: Iterable[int]) -> int:
-        return prompt_tokens([self.messages[p] for p in positions], self.counter, self.per_message_overhead)
+    @property
+    def owner(self) -> list[int]:
+        """For each position, the index of its group in :attr:`groups`."""
+        return group_index(self.groups, len(self.messages))
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Each message id's position."""
+        if self._position is None:
+            self._position = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        return self._position
 
     def group_of(self, message_id: str) -> Group:
-        return self.groups[self.owner[self.position[message_id]]]
+        root = self.root(self.position[message_id])
+        return Group(tuple(self.members(root)), root in self.protected_roots)
+
+    # -- costs ----------------------------------------------------------------------------------------------
+
+    @property
+    def fixed(self) -> int:
+        """The cost of the prompt as a whole beside its messages (a profile's reply priming), 0 if empty."""
+        if self._fixed is None:
+            counter = self.counter
+            if not self.messages:
+                self._fixed = 0
+            elif isinstance(counter, ChatFormatProfile):
+                self._fixed = counter.reply_priming
+            elif isinstance(counter, TokenizerProfile):
+                self._fixed = checked_count(counter.count_messages([]), "(empty prompt)")
+            else:
+                self._fixed = 0
+        return self._fixed
+
+    def count(self, positions: Iterable[int]) -> None:
+        """Count every message of ``positions`` not counted yet (a profile counts them in one batch)."""
+        costs = self._costs
+        todo = list(filterfalse(costs.__contains__, positions))
+        if not todo:
+            return
+        messages, counter = self.messages, self.counter
+        chunk = [messages[p] for p in todo]
+        counted: list[int]
+        if isinstance(counter, ChatFormatProfile):
+            counted = profile_costs(counter, chunk)
+        elif isinstance(counter, TokenizerProfile):
+            empty = self.fixed
+            counted = [max(0, checked_count(counter.count_messages([m]), m.id) - empty) for m in chunk]
+        else:
+            counted = callable_costs(chunk, counter, self.per_message_overhead, self._memo)
+        for position, cost in zip(todo, counted, strict=True):
+            costs[position] = cost
+
+    def cost(self, position: int) -> int:
+        cost = self._costs.get(position)
+        if cost is None:
+            self.count((position,))
+            cost = self._costs[position]
+        return cost
+
+    @property
+    def costs(self) -> list[int]:
+        """Every message's cost, in prompt order (counts whatever is not counted yet)."""
+        size = len(self.messages)
+        self.count(range(size))
+        return list(map(self._costs.__getitem__, range(size)))
+
+    @property
+    def group_costs(self) -> list[int]:
+        """Every group's cost, in the order of :attr:`groups`."""
+        costs = self.costs
+        return [sum(costs[p] for p in group.members) for group in self.groups]
+
+    def fresh_count(self, positions: Iterable[int]) -> int:
+        """A count of the messages at ``positions`` as a prompt of their own (S6)."""
+        return prompt_tokens([self.messages[p] for p in positions], self.counter, self.per_message_overhead)
 
 
-def _additive(counter: Counter) -> bool:
-    return not isinstance(counter, TokenizerProfile) or isinstance(counter, ChatFormatProfile)
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a shift may remove, and in which order: the one shifting algorithm's parameters.
+
+    Args:
+        order: group numbers (indices into :attr:`Prompt.groups`), the first to leave first; None for the
+            oldest first. Protected groups and groups already in ``removed`` are skipped.
+        removed: positions taken out before the shift (manual exclusions), with their reasons.
+        reason: the reason of a group removed to fit; :data:`CONTEXT_SHIFT` when None.
+    """
+
+    order: Sequence[int] | None = None
+    removed: Mapping[int, str] = field(default_factory=dict)
+    reason: Callable[[Group], str] | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Removal:
-    """Positions removed (in removal order) with their reason, and the fresh count of the rest."""
+    """What one shift removed (positions in removal order) and kept (in prompt order), and the kept count.
+
+    ``codes`` holds the reason of every removed position whose reason is not ``context-shift``.
+    """
 
     removed: list[int]
-    reasons: dict[int, str]
+    kept: list[int]
     tokens: int
+    codes: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def reasons(self) -> dict[int, str]:
+        """Every removed position's reason."""
+        codes = self.codes
+        return {p: codes.get(p, CONTEXT_SHIFT) for p in self.removed}
 
     def kept_positions(self, size: int) -> list[int]:
-        if not self.removed:
-            return list(range(size))
-        gone = set(self.removed)
-        return [p for p in range(size) if p not in gone]
+        return list(self.kept)
 
 
 def shift_prompt(
     prompt: Prompt,
     budget: int,
+    plan: Plan | None = None,
     *,
     order: Sequence[int] | None = None,
     removed: Mapping[int, str] | None = None,
     reason: Callable[[Group], str] | None = None,
 ) -> Removal:
-    """Remove unprotected groups (group numbers in ``order``; default oldest first) until the prompt fits.
+    """Remove unprotected groups in the plan's order until the prompt fits ``budget`` (S1-S8).
 
-    ``removed`` are positions already taken out (with their reason), e.g. manual exclusions. Raises
-    :class:`TokenBudgetExceeded` when the protected groups alone do not fit.
+    Removing groups first-to-last until the rest fits keeps the longest run of the *last* groups of the
+    order that fits beside what stays anyway (a cost is never negative). So the walk goes the other way:
+    from the last group of the order back, adding each group's cost while the total fits. Only the
+    protected groups and the groups walked are counted; every group before the first one that no longer
+    fits leaves without being counted. ``order``, ``removed`` and ``reason`` are a shorthand for ``plan``.
+
+    Raises:
+        TokenBudgetExceeded: the protected groups alone do not fit.
     """
     check_budget(budget)
-    groups, costs = prompt.groups, prompt.costs
-    gone: dict[int, str] = dict(removed or {})
-    removal: list[int] = list(gone)
-    pre_gone_groups = {prompt.owner[p] for p in gone}
-    remaining = len(prompt.messages) - len(gone)
-    # The fixed cost (reply priming) belongs to a prompt with at least one message; an empty one costs 0.
-    total = (prompt.fixed if remaining else 0) + sum(costs) - sum(costs[p] for p in gone)
-    numbers: Iterable[int] = range(len(groups)) if order is None else order
-    if pre_gone_groups:
-        candidates = [n for n in numbers if not groups[n].protected and n not in pre_gone_groups]
+    if plan is None:
+        plan = Plan(order=order, removed=removed or {}, reason=reason)
+    gone: dict[int, str] = dict(plan.removed)
+    root_of, protected_roots, multi = prompt.root_of, prompt.protected_roots, prompt.multi
+    pre_gone = {root_of.get(p, p) for p in gone}
+    size = len(prompt.messages)
+    # The candidates (roots of unprotected groups, the first to leave first) and what stays anyway.
+    stays: list[int]
+    if plan.order is None:
+        skip = protected_roots | pre_gone | {p for p, root in root_of.items() if p != root}
+        candidates = list(filterfalse(skip.__contains__, range(size))) if skip else list(range(size))
+        if pre_gone:
+            left = (p for r in pre_gone for p in prompt.members(r) if p not in gone)
+            stays = sorted({*prompt.protected_members, *left})
+        else:
+            stays = prompt.protected_members
     else:
-        candidates = [n for n in numbers if not groups[n].protected]
-    protected_groups = [n for n, g in enumerate(groups) if g.protected]
+        groups = prompt.groups
+        seen: set[int] = set()
+        candidates = []
+        for number in plan.order:
+            root = groups[number].first
+            if root not in protected_roots and root not in pre_gone and root not in seen:
+                seen.add(root)
+                candidates.append(root)
+        stays = [p for p in range(size) if p not in gone and root_of.get(p, p) not in seen]
+    # The protected groups alone must fit.
+    protected = prompt.protected_members
     if prompt.additive:
-        protected_total = (prompt.fixed if protected_groups else 0) + sum(
-            prompt.group_costs[n] for n in protected_groups
-        )
-    else:  # a profile whose whole-prompt count is not the sum of its messages: only its own count decides
-        protected_total = prompt.fresh_count(p for n in protected_groups for p in groups[n].members)
+        prompt.count(protected)
+        protected_total = (prompt.fixed if protected else 0) + sum(map(prompt.cost, protected))
+    else:
+        protected_total = prompt.fresh_count(protected)
     if protected_total > budget:
         raise TokenBudgetExceeded(protected_total, budget)
-    additive = prompt.additive
-    size = len(prompt.messages)
-    tokens = total if additive else prompt.fresh_count(p for p in range(size) if p not in gone)
-    for number in candidates:
-        if tokens <= budget:
-            break
-        group = groups[number]
-        code = CONTEXT_SHIFT if reason is None else reason(group)
-        for position in group.members:
-            if position not in gone:
-                gone[position] = code
-                removal.append(position)
-                total -= costs[position]
-                remaining -= 1
-        if not remaining:
-            total = 0
-        # Additive: subtract the group's cost. Otherwise recount after every removal: correct for any
-        # profile, linear only for additive ones.
-        tokens = total if additive else prompt.fresh_count(p for p in range(size) if p not in gone)
-    return Removal(removed=removal, reasons=gone, tokens=tokens)
+    cut, tokens = _walk(prompt, budget, candidates, stays)
+    # Every candidate up to the one that overflowed leaves, in that order; the rest stays.
+    ascending = plan.order is None
+    leaving, staying = candidates[: cut + 1], candidates[cut + 1 :]
+    codes: dict[int, str] = dict(plan.removed)
+    removal: list[int] = list(codes)
+    label = plan.reason
+    if label is None:
+        removal += _with_members(leaving, multi, ascending) if multi else leaving
+    else:
+        for root in leaving:
+            members = prompt.members(root)
+            codes.update(dict.fromkeys(members, label(Group(tuple(members), False))))
+            removal += members
+    staying = _with_members(staying, multi, ascending) if multi else staying
+    kept = sorted([*stays, *staying]) if stays or not ascending or multi else staying
+    if not kept:
+        tokens = 0
+    elif not prompt.additive:
+        tokens = prompt.fresh_count(kept)
+    return Removal(removed=removal, kept=kept, tokens=tokens, codes=codes)
+
+
+def _with_members(roots: list[int], multi: Mapping[int, list[int]], ascending: bool) -> list[int]:
+    """Every member of the groups of ``roots``, group by group: the runs of singletons are sliced whole."""
+    if ascending:
+        splits = []
+        for root in multi:
+            index = bisect_left(roots, root)
+            if index < len(roots) and roots[index] == root:
+                splits.append(index)
+        splits.sort()
+    else:
+        where = dict(zip(roots, range(len(roots)), strict=True))
+        splits = sorted(where[root] for root in multi if root in where)
+    if not splits:
+        return roots
+    out: list[int] = []
+    start = 0
+    for index in splits:
+        out += roots[start:index]
+        out += multi[roots[index]]
+        start = index + 1
+    out += roots[start:]
+    return out
+
+
+def _walk(prompt: Prompt, budget: int, candidates: Sequence[int], stays: Sequence[int]) -> tuple[int, int]:
+    """The index of the last candidate that leaves (-1: none), walking from the last candidate back, and
+    (for an additive counter) the cost of everything that stays."""
+    if prompt.additive:
+        prompt.count(stays)
+        cost = prompt.cost
+        total = sum(map(cost, stays))
+        fixed = prompt.fixed
+        if stays:
+            total += fixed
+            fixed = 0  # charged once, with the first message that stays
+        batch, counted_down_to = _FIRST_BATCH, len(candidates)
+        multi = prompt.multi
+        for index in range(len(candidates) - 1, -1, -1):
+            if index < counted_down_to:  # count a batch of the candidates from here back
+                low = max(0, index + 1 - batch)
+                chunk = candidates[low : index + 1]
+                prompt.count([p for root in chunk for p in multi.get(root, (root,))] if multi else chunk)
+                counted_down_to, batch = low, batch * 2
+            root = candidates[index]
+            members = multi.get(root)
+            group_cost = cost(root) if members is None else sum(map(cost, members))
+            if total + group_cost + fixed > budget:
+                return index, total
+            total += group_cost + fixed
+            fixed = 0
+        return -1, total
+    # A profile whose whole-prompt count is not the sum of its messages: only its own count decides.
+    kept = list(stays)
+    if prompt.fresh_count(sorted(kept + [p for r in candidates for p in prompt.members(r)])) <= budget:
+        return -1, 0
+    for index in range(len(candidates) - 1, -1, -1):
+        trial = kept + prompt.members(candidates[index])
+        if prompt.fresh_count(sorted(trial)) > budget:
+            return index, 0
+        kept = trial
+    return -1, 0
 
 
 def build_result(
@@ -205,22 +463,39 @@ def build_result(
     *,
     strategy: str = "truncate",
     diagnostics: Sequence[str] = (),
+    **changes: Any,
 ) -> ShiftResult:
-    messages = prompt.messages
-    codes = [PROTECTED if protected else FIT for _, protected in prompt.groups]
-    reasons = dict(zip(map(_message_id, messages), map(codes.__getitem__, prompt.owner), strict=True))
-    for position, code in outcome.reasons.items():
-        reasons[messages[position].id] = code
-    return ShiftResult(
-        kept=[messages[p] for p in outcome.kept_positions(len(messages))],
-        excluded=[messages[p] for p in outcome.removed],
-        truncated=[],
-        tokens=outcome.tokens,
-        reasons=reasons,
-        strategy=strategy,
-        diagnostics=list(diagnostics),
-        budget=budget,
-    )
+    """The :class:`ShiftResult` of ``outcome`` on ``prompt``; ``changes`` replace any of its fields."""
+    messages, ids = prompt.messages, prompt.ids
+    removed, kept_positions = outcome.removed, outcome.kept
+    if len(removed) > len(kept_positions):  # mostly removed: start from the removal's reason
+        reasons = dict.fromkeys(ids, CONTEXT_SHIFT)
+        reasons.update(dict.fromkeys(map(ids.__getitem__, kept_positions), FIT))
+    else:
+        reasons = dict.fromkeys(ids, FIT)
+        reasons.update(dict.fromkeys(map(ids.__getitem__, removed), CONTEXT_SHIFT))
+    for position, code in outcome.codes.items():
+        reasons[ids[position]] = code
+    for position in prompt.protected_members:
+        reasons[ids[position]] = PROTECTED
+    kept = list(map(messages.__getitem__, kept_positions))
+    fields: dict[str, Any] = {
+        "kept": kept,
+        "excluded": list(map(messages.__getitem__, removed)),
+        "truncated": [],
+        "tokens": outcome.tokens,
+        "reasons": reasons,
+        "strategy": strategy,
+        "diagnostics": list(diagnostics),
+        "budget": budget,
+    }
+    fields.update(changes)
+    return ShiftResult(**fields)
+
+
+def excluded_note(count: int) -> list[str]:
+    """The diagnostic of a shift that excluded ``count`` messages (none for 0)."""
+    return [f"context shift excluded {count} message(s)"] if count else []
 
 
 def shift_context(
@@ -230,237 +505,37 @@ def shift_context(
     *,
     per_message_overhead: int = 4,
 ) -> ShiftResult:
-    """Fit ``messages`` into ``budget`` tokens by dropping the oldest unprotected tool groups (S1–S8).
+    """Fit ``messages`` into ``budget`` tokens by dropping the oldest unprotected tool groups (S1-S8).
 
-    With a plain callable or one of contextshift's chat-format profiles, only the protected messages and the
-    newest groups down to the first one that no longer fits are counted (every older group leaves anyway),
-    so a counter that returns a bad count (negative or not an integer) is only detected on a message it is
-    actually asked about. Any other profile is asked about every message, and about the whole prompt.
+    Protected messages (pinned, the system prompt, persona and character, and the current input) always
+    stay; every other message leaves with its whole tool group (an assistant's tool calls and their
+    results), oldest first, until the rest fits. Only the protected messages and the newest groups down to
+    the first one that no longer fits are counted, each once.
+
+    Args:
+        messages: the prompt, oldest first: ``Message`` objects or OpenAI-style dicts (Anthropic content
+            blocks allowed). An id-less message gets the id ``msg-<index>``.
+        count_tokens: a callable ``str -> int`` (charged ``count(text) + per_message_overhead`` per message,
+            plus fixed costs for images and files) or a tokenizer profile such as
+            ``contextshift.get_tokenizer("gpt-4o")``, whose own chat-format count decides.
+        budget: the tokens the prompt may use (the context window less the reply's reserve).
+        per_message_overhead: framing tokens per message for a plain callable counter.
+
+    Returns:
+        A frozen :class:`ShiftResult`: ``kept`` (in prompt order), ``excluded`` (in removal order),
+        ``reasons`` (every message id's reason), ``tokens`` (a fresh count of what was kept) and
+        ``diagnostics``. ``result.to_openai()`` gives the kept messages as a provider accepts them.
+
+    Raises:
+        TokenBudgetExceeded: the protected messages alone do not fit; nothing may be sent.
+        TypeError: a message, the counter or a count has the wrong type (the error names the message).
+        ValueError: a duplicate message id, an unknown role, or a budget that is not positive.
     """
     check_budget(budget)
-    prepared = _prepared(messages)
-    if prepared is None:
-        normalized = normalize_messages(messages)
-        ids = list(map(_message_id, normalized))
-        prepared = normalized, ids, list(map(_kind, normalized)), dict.fromkeys(ids, CONTEXT_SHIFT)
-    result = _shift_oldest_first(*prepared, count_tokens, budget, per_message_overhead)
-    if result is not None:
-        return result
-    prompt = Prompt(prepared[0], count_tokens, per_message_overhead)
+    prompt = Prompt(messages, count_tokens, per_message_overhead)
     outcome = shift_prompt(prompt, budget)
-    return build_result(prompt, outcome, budget, diagnostics=_excluded_note(len(outcome.removed)))
-
-
-def _excluded_note(count: int) -> list[str]:
-    return [f"context shift excluded {count} message(s)"] if count else []
+    return build_result(prompt, outcome, budget, diagnostics=excluded_note(len(outcome.removed)))
 
 
 _message_id = attrgetter("id")
 _kind = attrgetter("_kind")
-
-#: How many positions a chat-format profile counts in its first batch; every later batch is twice as big.
-_FIRST_BATCH = 64
-
-
-def _prepared(
-    items: Sequence[MessageLike],
-) -> tuple[list[Message], list[str], list[int], dict[str, str]] | None:
-    """The messages, their ids, their kinds and every id's reason ``context-shift``, in order, when
-    ``normalize_messages`` would return the items unchanged (every item a ``Message`` with an id of its own).
-
-    The reasons are the result's, made here because building them is also the check that the ids are unique.
-    """
-    if not isinstance(items, list | tuple) or set(map(type, items)) - {Message}:
-        return None
-    ids: list[str] = list(map(_message_id, items))
-    try:
-        reasons = dict.fromkeys(ids, CONTEXT_SHIFT)
-    except TypeError:  # an unhashable id: normalize_messages reports it
-        return None
-    if len(reasons) != len(ids) or not all(ids):
-        return None  # a duplicate or a missing id: normalize_messages reports or assigns it
-    messages = cast(list[Message], list(items))
-    return messages, ids, list(map(_kind, messages)), reasons
-
-
-def _shift_oldest_first(
-    messages: list[Message],
-    ids: list[str],
-    kinds: list[int],
-    reasons: dict[str, str],
-    counter: Counter,
-    budget: int,
-    per_message_overhead: int,
-) -> ShiftResult | None:
-    """``shift_prompt`` with the default order, working from the newest group back (None: not applicable).
-
-    Removing the oldest unprotected groups until the prompt fits keeps the longest run of the newest
-    unprotected groups that fits beside the protected ones (a cost is never negative). So only the protected
-    groups and the newest groups down to the first one that overflows are counted; everything older leaves
-    in bulk. The result is the one ``shift_prompt`` and ``build_result`` give, message for message.
-    """
-    check_overhead(per_message_overhead)
-    profile: ChatFormatProfile | None = None
-    if isinstance(counter, ChatFormatProfile):
-        profile = counter
-    elif isinstance(counter, TokenizerProfile):
-        return None  # maybe not additive: the general path asks the profile about whole prompts
-    else:
-        check_counter(counter)
-    size = len(messages)
-    links = find_links(messages, kinds, strict=False)
-    if links is None:
-        return None  # a malformed message: the general path derives (and fails on) it as it always did
-    multi, root_of, scattered, protected = links
-    protected_roots: set[int] = set()
-    protected_members: list[int] = []
-    for position in protected:
-        root = root_of.get(position, position)
-        if root not in protected_roots:
-            protected_roots.add(root)
-            protected_members.extend(multi.get(root, [root]))
-    protected_members.sort()
-
-    # -- costs, counted on demand ---------------------------------------------------------------------------
-    cost_of: Callable[[int], int]
-    costs: dict[int, int] = {}  # (profiles only) every position from ``boundary`` up, and the protected ones
-    boundary = size
-    batch = _FIRST_BATCH
-    if profile is None:
-        plain = cast(TokenCounter, counter)
-        memo: dict[str, int] = {}
-
-        def cost_of(position: int) -> int:
-            message = messages[position]
-            text = cast(str, message._text)  # set: the message is not malformed
-            counted = memo.get(text)
-            if counted is None:
-                counted = plain(text)
-                if type(counted) is not int or counted < 0:
-                    counted = checked_count(counted, message.id)
-                memo[text] = counted
-            if isinstance(message.content, tuple):
-                counted += media_tokens(message)
-            return counted + per_message_overhead
-
-        fixed = 0
-        protected_total = sum(map(cost_of, protected_members))
-    else:
-        chat = profile
-
-        def cost_of(position: int) -> int:
-            cost = costs.get(position)
-            if cost is None:
-                # Count a batch of the positions below ``boundary``, which reaches down to this one.
-                nonlocal boundary, batch
-                low = max(0, min(position, boundary - batch))
-                todo = [p for p in range(low, boundary) if p not in costs]
-                costs.update(zip(todo, profile_costs(chat, [messages[p] for p in todo]), strict=True))
-                boundary, batch = low, batch * 2
-                cost = costs[position]
-            return cost
-
-        fixed = chat.reply_priming if size else 0
-        costs.update(zip(protected_members, profile_costs(chat, [messages[p] for p in protected_members]), strict=True))
-        protected_total = sum(costs.values())
-    if protected_members:
-        protected_total += fixed
-        if protected_total > budget:
-            raise TokenBudgetExceeded(protected_total, budget)
-
-    # -- the walk from the newest group back ---------------------------------------------------------------
-    total = protected_total if protected_members else fixed
-    cut = -1  # the newest excluded group's root: every unprotected group with a root up to here leaves
-    position = size
-    while position:
-        position -= 1
-        owner = root_of.get(position)
-        if owner is None:
-            if position in protected_roots:
-                continue  # counted already
-            cost = cost_of(position)
-        elif owner != position or owner in protected_roots:
-            continue  # a later member of an older group, or a protected group (counted already)
-        else:
-            cost = sum(map(cost_of, multi[owner]))
-        if total + cost > budget:
-            cut = position
-            break
-        total += cost
-    if profile is not None and any(cost < 0 for cost in costs.values()):
-        return None  # a profile's negative cost breaks the walk's premise: remove oldest first, one by one
-    return _oldest_first_result(
-        messages, ids, reasons, budget, cut, multi, root_of, scattered, protected_roots, protected_members, total
-    )
-
-
-def _oldest_first_result(
-    messages: list[Message],
-    ids: list[str],
-    reasons: dict[str, str],
-    budget: int,
-    cut: int,
-    multi: dict[int, list[int]],
-    root_of: dict[int, int],
-    scattered: set[int],
-    protected_roots: set[int],
-    protected_members: list[int],
-    tokens: int,
-) -> ShiftResult:
-    """The result of excluding every unprotected group whose root is at most ``cut``, built in bulk.
-
-    ``reasons`` holds every id (in prompt order) with the reason ``context-shift``, to be overwritten for what
-    stays.
-    """
-    kept: list[Message]
-    excluded: list[Message] = []
-    if cut < 0:
-        kept = list(messages)
-        reasons = dict.fromkeys(ids, FIT)  # nothing leaves
-    else:
-        # Every position up to ``end`` leaves, but for the protected ones; every later one stays, but for
-        # the late members of scattered groups that left. In removal order a group's members follow its
-        # root, which is prompt order for a group of consecutive positions: only the protected messages
-        # and the members of scattered groups need a look of their own, the runs between them are sliced.
-        end = multi[cut][-1] if cut in multi and cut not in scattered else cut
-        reasons.update(dict.fromkeys(ids[end + 1 :], FIT))
-        marked = set(protected_members)
-        for root in scattered:
-            if root <= cut:
-                marked.update(multi[root])
-        kept = []
-        left_late: list[int] = []  # members after ``end`` of scattered groups that left
-        start = 0
-        for position in sorted(marked):
-            if position > end:
-                break
-            excluded.extend(messages[start:position])
-            start = position + 1
-            root = root_of.get(position, position)
-            if root in protected_roots:
-                kept.append(messages[position])
-            elif root == position:  # a scattered group leaves whole, now
-                members = multi[root]
-                excluded.extend([messages[p] for p in members])
-                left_late.extend([p for p in members if p > end])
-            # else: a later member of a scattered group that left with its root already
-        excluded.extend(messages[start : end + 1])
-        start = end + 1
-        if left_late:
-            left_late.sort()
-            for position in left_late:
-                kept.extend(messages[start:position])
-                start = position + 1
-                reasons[ids[position]] = CONTEXT_SHIFT
-        kept.extend(messages[start:])
-    for position in protected_members:
-        reasons[ids[position]] = PROTECTED
-    return ShiftResult(
-        kept=kept,
-        excluded=excluded,
-        truncated=[],
-        tokens=tokens if kept else 0,
-        reasons=reasons,
-        diagnostics=_excluded_note(len(excluded)),
-        budget=budget,
-    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .errors import UnknownStrategy
 from .groups import Group
@@ -24,6 +24,7 @@ from .shifting import (
     ShiftResult,
     Truncation,
     build_result,
+    excluded_note,
     shift_prompt,
 )
 from .summary import extractive_summary
@@ -58,10 +59,6 @@ def _prompt(request: StrategyRequest) -> Prompt:
     return Prompt(request.messages, request.count_tokens, request.per_message_overhead)
 
 
-def _excluded_note(count: int) -> list[str]:
-    return [f"context shift excluded {count} message(s)"] if count else []
-
-
 # -- truncate (G2) ----------------------------------------------------------------------------------------
 
 
@@ -69,7 +66,7 @@ def truncate(request: StrategyRequest) -> ShiftResult:
     """Drop the oldest unprotected tool groups until the prompt fits."""
     prompt = _prompt(request)
     outcome = shift_prompt(prompt, request.budget)
-    return build_result(prompt, outcome, request.budget, diagnostics=_excluded_note(len(outcome.removed)))
+    return build_result(prompt, outcome, request.budget, diagnostics=excluded_note(len(outcome.removed)))
 
 
 # -- summarize (G3) ---------------------------------------------------------------------------------------
@@ -124,11 +121,8 @@ def summarize(request: StrategyRequest) -> ShiftResult:
             if result is not None:
                 return result
     outcome = shift_prompt(prompt, budget)
-    result = build_result(
-        prompt, outcome, budget, strategy="summarize", diagnostics=_excluded_note(len(outcome.removed))
-    )
-    result.diagnostics.append("no room for a context summary; oldest history was dropped instead")
-    return result
+    notes = [*excluded_note(len(outcome.removed)), "no room for a context summary; oldest history was dropped instead"]
+    return build_result(prompt, outcome, budget, strategy="summarize", diagnostics=notes)
 
 
 #: An input with fewer search words than this is read together with the newest turns kept.
@@ -168,22 +162,20 @@ def _with_summary(
     tokens = prompt_tokens(kept, request.count_tokens, request.per_message_overhead)
     if tokens > request.budget:
         return None
-    result = build_result(
-        prompt,
-        outcome,
-        request.budget,
-        strategy="summarize",
-        diagnostics=_excluded_note(len(outcome.removed) - len(sources)),
-    )
     summarized = {prompt.messages[p].id for p in sources}
-    for message_id in summarized:
-        result.reasons[message_id] = SUMMARIZED
-    result.excluded = [m for m in result.excluded if m.id not in summarized]
-    result.kept = kept
-    result.tokens = tokens
-    result.truncated = [Truncation(summary, [prompt.messages[p].id for p in sources], tokens_before, tokens_after)]
-    result.diagnostics.append(f"context summary created for {len(sources)} message(s)")
-    return result
+    result = build_result(prompt, outcome, request.budget, strategy="summarize")
+    return replace(
+        result,
+        kept=kept,
+        excluded=[m for m in result.excluded if m.id not in summarized],
+        truncated=[Truncation(summary, [prompt.messages[p].id for p in sources], tokens_before, tokens_after)],
+        tokens=tokens,
+        reasons={**result.reasons, **dict.fromkeys(summarized, SUMMARIZED)},
+        diagnostics=[
+            *excluded_note(len(outcome.removed) - len(sources)),
+            f"context summary created for {len(sources)} message(s)",
+        ],
+    )
 
 
 # -- vector-recall (G4) -----------------------------------------------------------------------------------
@@ -231,7 +223,7 @@ def vector_recall(request: StrategyRequest) -> ShiftResult:
         order=order,
         reason=lambda g: LOW_RELEVANCE if retrieved(g) is not None else CONTEXT_SHIFT,
     )
-    diagnostics.extend(_excluded_note(len(outcome.removed)))
+    diagnostics.extend(excluded_note(len(outcome.removed)))
     return build_result(prompt, outcome, request.budget, strategy="vector-recall", diagnostics=diagnostics)
 
 
