@@ -115,7 +115,10 @@ def llama_quarter(text: str) -> list[int]:
 
 def tiktoken_o200k() -> Any:
     """tiktoken's o200k_base, offline: from the vocabulary cache llama-index bundles."""
-    spec = importlib.util.find_spec("llama_index.core")
+    try:  # find_spec of a submodule imports its parent package, and raises when that is missing
+        spec = importlib.util.find_spec("llama_index.core")
+    except ModuleNotFoundError:
+        spec = None
     if spec is None or spec.origin is None:
         raise SystemExit("llama-index-core is not installed (pip install -e '.[bench]')")
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(spec.origin).parent / "_static" / "tiktoken_cache"))

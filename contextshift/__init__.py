@@ -20,6 +20,7 @@ from .core import (
     shift_context,
     shift_with_strategy,
 )
+from .core.wire import to_anthropic_messages, to_openai_messages
 from .tokenizers import get_tokenizer
 
 __version__ = "0.1.0"
@@ -41,4 +42,6 @@ __all__ = [
     "get_tokenizer",
     "shift_context",
     "shift_with_strategy",
+    "to_anthropic_messages",
+    "to_openai_messages",
 ]

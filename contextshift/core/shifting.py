@@ -29,6 +29,7 @@ from .tokens import (
     prompt_tokens,
 )
 from .vocabulary import CONTEXT_SHIFT, FIT, PROTECTED
+from .wire import to_anthropic_messages, to_openai_messages
 
 Counter = TokenCounter | TokenizerProfile
 
@@ -83,6 +84,24 @@ class ShiftResult:
     strategy: str = "truncate"
     diagnostics: list[str] = field(default_factory=list)
     budget: int = 0
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The kept messages as OpenAI Chat Completions ``messages``: exactly what the API accepts (no ``id``,
+        ``source`` or other contextshift keys).
+
+        Returns:
+            The ``messages`` list to send.
+        """
+        return to_openai_messages(self.kept)
+
+    def to_anthropic(self) -> tuple[str | None, list[dict[str, Any]]]:
+        """The kept messages as Anthropic Messages: the ``system`` text and the ``messages`` list.
+
+        Returns:
+            ``(system, messages)``: system messages joined into ``system`` (None when there are none), the rest
+            as alternating user/assistant turns with ``tool_use``/``tool_result`` blocks.
+        """
+        return to_anthropic_messages(self.kept)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, as JSON-ready dicts (messages with contextshift's own keys, see ``to_openai``)."""

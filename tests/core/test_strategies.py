@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import time
+import threading
 from dataclasses import replace
 
 from contextshift import ContextStrategyRegistry, Message, ShiftResult, shift_with_strategy
@@ -153,15 +153,18 @@ def test_a_plugin_over_budget_is_shifted_again_by_the_host() -> None:
 
 def test_a_plugin_that_hangs_is_abandoned_after_the_timeout() -> None:
     registry = ContextStrategyRegistry()
+    release = threading.Event()
+    finished = threading.Event()
 
     def sleeper(request: StrategyRequest) -> ShiftResult:
-        time.sleep(2)
-        raise AssertionError("unreachable")
+        release.wait(30)  # hangs until the test lets it go: the host must not wait for it
+        finished.set()
+        raise AssertionError("abandoned")
 
     registry.register("sleeper", sleeper)
-    started = time.monotonic()
     result = shift_with_strategy(chat(), ceil4, 40, strategy="sleeper", registry=registry, timeout=0.05)
-    assert time.monotonic() - started < 1.5
+    assert not finished.is_set(), "the host waited for the plugin instead of abandoning it"
+    release.set()
     assert result.strategy == "truncate"
     assert "timed out" in result.diagnostics[0]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 
 import pytest
 
@@ -26,13 +25,11 @@ async def test_breaking_out_of_the_stream_closes_the_connection(
     kind: str, client_for: ClientFactory, fake_provider: FakeProvider
 ) -> None:
     fake_provider.script(SLOW)
-    started = time.monotonic()
     request = chat_request(kind, [Message("user", "go")], model="m", stream=True)
     async with client_for(kind).stream(request) as events:
         async for event in events:
             assert isinstance(event, TextDelta)
             break
-    assert time.monotonic() - started < 2
     sent = fake_provider.last
     assert await fake_provider.await_for(sent.disconnected.is_set, timeout=3)
     assert not sent.completed.is_set()
