@@ -10,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from typing_extensions import TypeAliasType
 
 from ..core.host import default_registry
+from ..core.limits import RATIO_ABOVE, RATIO_BELOW, RESPONSE_RESERVE_MAX, RESPONSE_RESERVE_MIN
 from ..core.strategies import STRATEGY_NAME
 from ..core.vocabulary import AuditReason, BlockKind, ProviderKind, Role, Source
 from ..pipeline.template import parse_template
@@ -91,6 +92,7 @@ def _integer(low: int, high: int) -> Any:
 if TYPE_CHECKING:
     TokenCount = int
     Reserve = int
+    ResponseReserve = int
     Depth = int
     Threshold = int
     Order = int
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
 else:
     TokenCount = _integer(1, 10_000_000)
     Reserve = _integer(1, 1_000_000)  # also max_tokens
+    ResponseReserve = _integer(RESPONSE_RESERVE_MIN, RESPONSE_RESERVE_MAX)  # 0: the default (core.limits)
     Depth = _integer(0, 1000)
     Threshold = _integer(0, 10_000_000)
     Order = _integer(-1_000_000, 1_000_000)
@@ -233,7 +236,11 @@ class BotFields(Strict):
         description="A registered context strategy",
         json_schema_extra={"enum": [*default_registry.names(), None]},
     )
-    response_reserve: Reserve | None = None
+    response_reserve: ResponseReserve | None = Field(
+        default=None,
+        description="Tokens kept free for the reply; 0 (the default) means the smallest of 1,024, the model's "
+        "output limit and a quarter of the window",
+    )
     context_limit: TokenCount | None = None
     lorebook_ids: list[Ident] | None = Field(default=None, max_length=100)
     template: list[TemplateInput] | None = Field(default=None, max_length=100, json_schema_extra=TEMPLATE_SCHEMA)
@@ -244,7 +251,10 @@ class BotFields(Strict):
         default=None, description="0 = automatic, relative to the chat model's window (C2)"
     )
     compaction_ratio: float | None = Field(
-        default=None, gt=0, lt=1, description="Legacy mode only (threshold > 0): share of history to fold"
+        default=None,
+        gt=RATIO_ABOVE,
+        lt=RATIO_BELOW,
+        description="Legacy mode only (threshold > 0): share of history to fold",
     )
 
     @field_validator("context_strategy")

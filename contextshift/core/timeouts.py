@@ -6,11 +6,15 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from .errors import ContextShiftError
+
 T = TypeVar("T")
 
 
-class PluginFailed(Exception):
+class PluginFailed(ContextShiftError):
     """A plugin raised, timed out or returned the wrong thing; the message never repeats its internals."""
+
+    code = "PLUGIN_FAILED"
 
 
 def call_with_timeout(function: Callable[[], T], timeout: float, *, name: str = "contextshift-plugin") -> T:

@@ -46,6 +46,21 @@ class PromptBudgetExceeded(TokenBudgetExceeded):
         }
 
 
+class ReplyReserveTooLarge(PromptBudgetExceeded):
+    """The reply reserve alone takes the whole context window: no prompt can fit, however short."""
+
+    code = "RESPONSE_RESERVE_TOO_LARGE"
+
+    def __init__(self, context_limit: int, response_reserve: int) -> None:
+        super().__init__(context_limit, response_reserve, 0, context_limit - response_reserve)
+        self.message = (
+            f"The reply reserve ({response_reserve} tokens) is at least the whole context window "
+            f"({context_limit} tokens), so no prompt can fit: set response_reserve (or max_tokens) below "
+            f"{context_limit}."
+        )
+        self.args = (self.message,)
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineRequest:
     sources: Sources
@@ -135,7 +150,7 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
     reserve = max(request.response_reserve, request.max_tokens or 0)
     budget = request.context_limit - reserve
     if budget <= 0:
-        raise PromptBudgetExceeded(request.context_limit, reserve, 0, budget)
+        raise ReplyReserveTooLarge(request.context_limit, reserve)
     template = parse_template(list(request.template) if request.template is not None else None)
     assembly: Assembly = assemble(request.sources, template)
     profile = request.profile

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.errors import ContextShiftError
 
-class ServiceError(Exception):
+
+class ServiceError(ContextShiftError):
+    """A request the service refuses: a stable ``code``, our own ``message`` and ``params``.
+
+    ``status`` is the HTTP status the API answers with.
+    """
+
+    code: str  # instance attribute here; ContextShiftError keeps it on the class
+
     def __init__(self, status: int, code: str, message: str, **params: Any) -> None:
-        super().__init__(message)
+        super().__init__(message, **params)
         self.status = status
         self.code = code
-        self.message = message
-        self.params = params
 
 
 def not_found(kind: str, ident: str) -> ServiceError:

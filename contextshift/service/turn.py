@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.calibration import CalibratedProfile, Calibration, drifts
+from ..core.limits import reply_reserve
 from ..core.tokens import ChatFormatProfile, TokenizerProfile
 from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sources
 from ..pipeline.interceptors import Interceptor
@@ -136,7 +137,8 @@ async def load_turn(
     if limit is None:
         limit = DEFAULT_CONTEXT_LIMIT
         notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
-    reserve = max(bot.response_reserve, max_tokens or 0)
+    base_reserve = reply_reserve(limit, bot.response_reserve, model.max_output_tokens if model else None)
+    reserve = max(base_reserve, max_tokens or 0)
     lore = [
         LoreEntry(
             id=entry.id,
@@ -192,7 +194,7 @@ async def load_turn(
         ),
         profile=profile,
         context_limit=limit,
-        response_reserve=bot.response_reserve,
+        response_reserve=base_reserve,
         max_tokens=max_tokens,
         strategy=bot.context_strategy or "truncate",
         template=bot.template,

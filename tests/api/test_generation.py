@@ -132,8 +132,9 @@ async def test_a_prompt_that_cannot_fit_is_rejected_before_any_call_and_audited_
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "TOKEN_BUDGET_EXCEEDED"
-    assert error["params"]["context_limit"] == 2000 and error["params"]["response_reserve"] == 1024
-    assert error["params"]["prompt_tokens"] > 976
+    # No reserve set: the smaller of 1,024, the model's output limit and a quarter of the window.
+    assert error["params"]["context_limit"] == 2000 and error["params"]["response_reserve"] == 500
+    assert error["params"]["prompt_tokens"] > 1500
     assert service.fake.requests == []
     assert await messages_of(service, ids["chat"]) == []  # the rejected input is not stored
     audit = await audit_of(service, ids["chat"])

@@ -66,7 +66,7 @@ def test_synchronous_target_never_exceeds_half_the_window() -> None:
     assert decision.action == "sync"
     assert decision.target_tokens == 100_000
     for pressure in (150_000, 170_000, 200_000, 400_000, 10_000_000):
-        for ratio in (0.01, 0.1, 0.5, 1.0):
+        for ratio in (0.01, 0.1, 0.5, 0.99):
             for threshold in (0, 1, 90_000, 500_000):
                 settings = CompactionSettings(threshold=threshold, ratio=ratio)
                 target = decide(W, pressure, settings, phase="before_send").target_tokens
@@ -112,8 +112,14 @@ def test_legacy_ratio_is_the_share_of_compactable_history_folded() -> None:
     assert decide(W, 90_000, LEGACY_90K, phase="after_turn").target_tokens == 45_000
     quarter = CompactionSettings(threshold=90_000, ratio=0.25)
     assert decide(W, 100_000, quarter, phase="after_turn").target_tokens == 75_000
-    everything = CompactionSettings(threshold=90_000, ratio=1.0)
-    assert decide(W, 100_000, everything, phase="after_turn").target_tokens == 0
+    most = CompactionSettings(threshold=90_000, ratio=0.75)
+    assert decide(W, 100_000, most, phase="after_turn").target_tokens == 25_000
+
+
+@pytest.mark.parametrize("ratio", [0, 1, 1.0, -0.5, True])
+def test_a_ratio_outside_zero_to_one_is_rejected_as_the_api_and_storage_reject_it(ratio: object) -> None:
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        CompactionSettings(threshold=1, ratio=ratio)  # type: ignore[arg-type]
 
 
 def test_ratio_is_used_only_in_legacy_mode() -> None:

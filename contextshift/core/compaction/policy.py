@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from ..limits import ratio_ok
+
 Phase: TypeAlias = Literal["after_turn", "before_send"]
 Action: TypeAlias = Literal["none", "background", "sync"]
 
@@ -54,8 +56,8 @@ class CompactionSettings:
     def __post_init__(self) -> None:
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) or self.threshold < 0:
             raise ValueError("compaction threshold must be a non-negative integer (0 = automatic)")
-        if isinstance(self.ratio, bool) or not isinstance(self.ratio, int | float) or not 0 < self.ratio <= 1:
-            raise ValueError("compaction ratio must be a number in (0, 1]")
+        if not ratio_ok(self.ratio):
+            raise ValueError("compaction ratio must be a number between 0 and 1 (exclusive)")
 
     @property
     def automatic(self) -> bool:

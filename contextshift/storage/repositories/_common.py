@@ -47,11 +47,13 @@ def boolean(field: str, value: Any) -> bool:
     return value
 
 
-def integer(field: str, value: Any, *, minimum: int | None = None) -> int:
+def integer(field: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidValue(field, "must be an integer")
     if minimum is not None and value < minimum:
         raise InvalidValue(field, f"must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise InvalidValue(field, f"must be at most {maximum}")
     return value
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ...core.limits import RESPONSE_RESERVE_MAX, RESPONSE_RESERVE_MIN, ratio_ok
 from ..errors import InvalidValue, NotFound
 from ..tables import BotRow, ModelRow
 from ._common import (
@@ -38,7 +39,7 @@ def _template(field: str, value: Any) -> list[Any] | None:
 
 
 def _ratio(field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < float(value) < 1:
+    if not ratio_ok(value):
         raise InvalidValue(field, "must be a number between 0 and 1 (exclusive)")
     return float(value)
 
@@ -49,7 +50,7 @@ _BOT_FIELDS: dict[str, Validator] = {
     "system_prompt": text_value,
     "persona": text_value,
     "context_strategy": partial(text_value, required=True, max_length=100),
-    "response_reserve": partial(integer, minimum=0),
+    "response_reserve": partial(integer, minimum=RESPONSE_RESERVE_MIN, maximum=RESPONSE_RESERVE_MAX),
     "context_limit": optional_positive,
     "lorebook_ids": string_list,
     "template": _template,
@@ -67,7 +68,7 @@ BOT_DEFAULTS: dict[str, Any] = {
     "system_prompt": "",
     "persona": "",
     "context_strategy": "truncate",
-    "response_reserve": 1024,
+    "response_reserve": 0,  # not set: the turn takes limits.reply_reserve's default
     "context_limit": None,
     "lorebook_ids": [],
     "template": None,

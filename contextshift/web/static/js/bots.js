@@ -28,7 +28,7 @@ export async function botsView(main, _params, { store }) {
                   " · strategy ",
                   h("code", bot.context_strategy),
                   " · reserve ",
-                  num(bot.response_reserve),
+                  bot.response_reserve ? num(bot.response_reserve) : "auto",
                 ),
                 h("p.muted", `${store.chats.filter((c) => c.bot_id === bot.id).length} chats`),
               ),
@@ -81,7 +81,7 @@ async function settingsForm(container, bot, { store, go }) {
     bot?.context_strategy || "truncate",
     { name: "context_strategy" },
   );
-  const reserve = h("input", { type: "number", name: "response_reserve", min: 1, max: 1000000, step: 1, required: true, value: bot?.response_reserve ?? 1024 });
+  const reserve = h("input", { type: "number", name: "response_reserve", min: 0, max: 1000000, step: 1, required: true, value: bot?.response_reserve ?? 0, title: "0: the smaller of 1,024, the model's output limit and a quarter of the window" });
   const limit = h("input", { type: "number", name: "context_limit", min: 1, max: 10000000, step: 1, placeholder: "the model's window", value: bot?.context_limit ?? "" });
   const authorNote = h("textarea", { name: "author_note", rows: 2, value: bot?.author_note || "" });
   const authorDepth = h("input", { type: "number", name: "author_note_depth", min: 0, max: 1000, value: bot?.author_note_depth ?? 4 });
