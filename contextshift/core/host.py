@@ -284,8 +284,28 @@ def shift_with_strategy(
 ) -> ShiftResult:
     """Shift ``messages`` with the named strategy under the host's guarantees (G1, G6).
 
-    Raises :class:`~contextshift.core.errors.TokenBudgetExceeded` only when the protected context alone
-    does not fit; every strategy failure falls back to ``truncate`` with a diagnostic.
+    The host checks what the strategy returns: protected context kept and unedited, every message
+    accounted for once, no tool group split, and the budget recounted by the host (which shifts again
+    where the strategy's count was wrong). Every strategy failure falls back to ``truncate``, with a
+    diagnostic saying why.
+
+    Args:
+        messages: the prompt, oldest first (``Message`` objects or their dicts), as for ``shift_context``.
+        count_tokens: a callable ``str -> int`` or a tokenizer profile.
+        budget: the tokens the prompt may use.
+        strategy: a registered name: ``truncate``, ``summarize``, ``vector-recall``, ``manual``, ``recall``
+            or a plugin's; an unknown name falls back to ``truncate``.
+        registry: where to look the name up (default: :data:`default_registry`).
+        manual_excluded_ids: ids the user excluded, for ``manual``.
+        timeout: seconds a plugin strategy may run.
+        per_message_overhead: framing tokens per message for a plain callable counter.
+
+    Returns:
+        A frozen :class:`~contextshift.core.shifting.ShiftResult` whose ``strategy`` names what really ran.
+
+    Raises:
+        TokenBudgetExceeded: the protected context alone does not fit.
+        ValueError: the budget or the timeout is not positive.
     """
     check_budget(budget)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:

@@ -43,7 +43,15 @@ SUMMARY_MAX_TOKENS = 1024
 
 @dataclass(frozen=True, slots=True)
 class StrategyRequest:
-    """What a strategy is given. ``messages`` are normalized (every one has an id) and immutable."""
+    """What a strategy is given (frozen). ``messages`` are normalized (every one has an id) and immutable.
+
+    Args:
+        messages: the prompt, oldest first.
+        count_tokens: the counter every count must use.
+        budget: the tokens the result may use.
+        manual_excluded_ids: ids the user excluded.
+        per_message_overhead: framing tokens per message for a plain callable counter.
+    """
 
     messages: list[Message]
     count_tokens: Counter
@@ -297,7 +305,20 @@ class ContextStrategyRegistry:
                 self.register(name, strategy)
 
     def register(self, name: str, strategy: Strategy, *, priority: int = 0) -> Callable[[], None]:
-        """Add ``strategy`` under ``name``; the returned cleanup removes exactly this registration."""
+        """Add ``strategy`` under ``name``; the returned cleanup removes exactly this registration.
+
+        Args:
+            name: 1-128 characters of ``a-z``, ``0-9``, ``.``, ``_``, ``-``.
+            strategy: a callable ``StrategyRequest -> ShiftResult``.
+            priority: a higher priority overrides a lower one under the same name until cleaned up.
+
+        Returns:
+            A function that removes this registration (and only it).
+
+        Raises:
+            ValueError: a bad name.
+            TypeError: ``strategy`` is not callable or ``priority`` not an integer.
+        """
         if not isinstance(name, str) or not STRATEGY_NAME.match(name):
             raise ValueError(
                 f"strategy name {name!r} must be 1-128 characters of a-z, 0-9, '.', '_' or '-', "
@@ -326,6 +347,11 @@ class ContextStrategyRegistry:
         return cleanup
 
     def get(self, name: str) -> Strategy:
+        """The strategy registered under ``name`` (the highest priority one).
+
+        Raises:
+            UnknownStrategy: nothing is registered under ``name``.
+        """
         with self._lock:
             stack = self._entries.get(name)
             if not stack:

@@ -121,7 +121,18 @@ def _openai_user_like(m: Message) -> list[dict[str, Any]]:
 
 
 def to_openai_messages(messages: Iterable[MessageLike]) -> list[dict[str, Any]]:
-    """OpenAI Chat Completions messages: system stays system, tool results are role ``tool``."""
+    """OpenAI Chat Completions messages: system stays system, tool results are role ``tool``.
+
+    Args:
+        messages: ``Message`` objects or their dicts.
+
+    Returns:
+        The ``messages`` list exactly as the API accepts it: ``role``, ``content``, ``name``,
+        ``tool_calls`` and ``tool_call_id`` only (no ``id``, ``source``, ``pinned`` or ``meta``).
+
+    Raises:
+        TypeError, ValueError: an item is not a valid message (see ``Message.from_dict``).
+    """
     items = _messages(messages)
     out: list[dict[str, Any]] = []
     for m, tool_id in zip(items, _resolve_tool_ids(items), strict=True):

@@ -110,6 +110,12 @@ def get_tokenizer(model_name: str | None) -> TokenizerProfile:
     """The best offline profile for a model name (or an encoding name, or ``hf:/path/tokenizer.json``).
 
     Profiles are shared, so their count caches serve every caller. Unknown models get ``approximate``.
+
+    Args:
+        model_name: e.g. ``"gpt-4o"``, ``"o200k_base"``, ``"hf:/models/tokenizer.json"``; None for the estimate.
+
+    Returns:
+        A :class:`~contextshift.core.tokens.TokenizerProfile` to pass to ``shift_context`` as its counter.
     """
     name = (model_name or "approximate").strip()
     key = name if name.startswith("hf:") else resolve_encoding(name)
