@@ -9,7 +9,8 @@ model's provider and finish the audit exactly once.
 Fitting rules:
 
 * the budget is the model's window, minus the reply reserve (the request's ``max_tokens`` or
-  ``max_completion_tokens``; else the model's ``max_output_tokens``, at most :data:`DEFAULT_RESERVE`), minus
+  ``max_completion_tokens``; else the smallest of :data:`DEFAULT_RESERVE`, the model's ``max_output_tokens``
+  and a quarter of the window, as for a bot), minus
   the tokens of the tool definitions and other request options that travel with the messages;
 * system (and ``developer``) messages and the last user message are protected; tool calls and their results
   are removed together or not at all;
@@ -32,6 +33,7 @@ from typing import Any
 
 import anyio
 
+from ..core import limits
 from ..core.errors import TokenBudgetExceeded
 from ..core.host import default_registry, shift_with_strategy
 from ..core.messages import Message
@@ -62,8 +64,8 @@ log = logging.getLogger("contextshift.proxy")
 
 ClientFactory = Callable[..., ProviderClient]
 
-#: The reply reserve when the request sets no ``max_tokens`` (and the model declares a larger output limit).
-DEFAULT_RESERVE = 1024
+#: The reply reserve when the request sets no ``max_tokens`` (at most; see ``core.limits.reply_reserve``).
+DEFAULT_RESERVE = limits.DEFAULT_REPLY_RESERVE
 #: How long an endpoint audit is kept unless ``CONTEXTSHIFT_PROXY_AUDIT_HOURS`` says otherwise.
 DEFAULT_AUDIT_TTL = timedelta(hours=24)
 #: Expired audits are deleted at most this often (by the next call after it).
@@ -226,10 +228,9 @@ def request_overhead(call: ProxyCall, profile: TokenizerProfile) -> int:
     return profile.count("\n".join(parts)) if parts else 0
 
 
-def reply_reserve(call: ProxyCall, model: ModelRow) -> int:
-    if call.max_tokens is not None:
-        return call.max_tokens
-    return min(model.max_output_tokens or DEFAULT_RESERVE, DEFAULT_RESERVE)
+def reply_reserve(call: ProxyCall, model: ModelRow, window: int) -> int:
+    """The request's ``max_tokens``, else the default every layer uses (``core.limits.reply_reserve``)."""
+    return limits.reply_reserve(window, call.max_tokens, model.max_output_tokens)
 
 
 def anthropic_options(call: ProxyCall) -> tuple[dict[str, Any], list[str]]:
@@ -539,7 +540,7 @@ class ProxyService:
         if window is None:
             window = DEFAULT_CONTEXT_LIMIT
             notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
-        reserve = reply_reserve(call, model)
+        reserve = reply_reserve(call, model, window)
         overhead = request_overhead(call, profile)
         if overhead:
             notes.append(f"{overhead} tokens of tool definitions and request options count against the window")
