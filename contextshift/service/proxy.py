@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 
 from ..core import limits
-from ..core.errors import TokenBudgetExceeded
+from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..core.host import default_registry, shift_with_strategy
 from ..core.messages import Message
 from ..core.shifting import shift_context
@@ -125,11 +125,14 @@ class ContextTooLong(ServiceError):
         self.audit_id = audit_id
 
 
-class UpstreamFailed(Exception):
-    """A provider failure, with the audit it was recorded in."""
+class UpstreamFailed(ContextShiftError):
+    """A provider failure, with the audit it was recorded in; ``code`` is the provider error's."""
+
+    code: str  # instance attribute here; ContextShiftError keeps it on the class
 
     def __init__(self, error: ProviderError, audit_id: str, excluded: int) -> None:
         super().__init__(error.code)
+        self.code = error.code
         self.error = error
         self.audit_id = audit_id
         self.excluded = excluded

@@ -29,6 +29,8 @@ def ordinary(n: int) -> str:
 async def long_chat(
     service: Service, *, model: str = "mystery-model", messages: int = 120, **bot: Any
 ) -> dict[str, str]:
+    # A 1,024-token reply reserve set explicitly: the budget is 976 of the 2,000-token window.
+    bot.setdefault("response_reserve", 1024)
     ids = await service.setup_chat(model=model, context_window=WINDOW, compaction_enabled=False, **bot)
     for n in range(messages):
         role = "user" if n % 2 == 0 else "assistant"

@@ -142,7 +142,7 @@ async def test_bot_defaults_and_update(db: Database) -> None:
         repos = Repositories(session)
         bot = await repos.bots.create(name="Plain")
         assert (bot.chat_model_id, bot.system_prompt, bot.persona, bot.context_strategy) == (None, "", "", "truncate")
-        assert (bot.response_reserve, bot.context_limit, bot.lorebook_ids, bot.template) == (1024, None, [], None)
+        assert (bot.response_reserve, bot.context_limit, bot.lorebook_ids, bot.template) == (0, None, [], None)
         assert (bot.author_note, bot.author_note_depth) == (None, 4)
         updated = await repos.bots.update(
             bot.id,
