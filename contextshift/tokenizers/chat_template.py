@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import ContextShiftError
 from ..core.fetched import ChatFraming
 
 _ONE_TURN = [{"role": "user", "content": "Hello"}]
@@ -25,8 +26,10 @@ _THREE_TURNS = [
 ]
 
 
-class TemplateError(Exception):
+class TemplateError(ContextShiftError):
     """The chat template could not be read or rendered."""
+
+    code = "TOKENIZER_TEMPLATE_INVALID"
 
 
 def _special(config: dict[str, Any], key: str) -> str:

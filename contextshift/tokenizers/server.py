@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import httpx
 
+from ..core.errors import ContextShiftError
 from ..core.fetched import ChatFraming, FetchedCountsProfile
 from ..core.tokens import CountCache, TokenizerProfile
 
@@ -56,8 +57,10 @@ _THREE_TURNS = [
 ]
 
 
-class TokenizeFailed(Exception):
+class TokenizeFailed(ContextShiftError):
     """A tokenize call that did not give a count (the upstream answer is not kept)."""
+
+    code = "TOKENIZER_SERVER_FAILED"
 
 
 def server_root(base_url: str) -> str:
