@@ -25,7 +25,7 @@ from contextshift.core.compaction import (
     max_output_tokens,
     render_transcript,
 )
-from contextshift.core.compaction.rendering import condense, truncate
+from contextshift.core.compaction.rendering import clip, condense
 from contextshift.core.messages import Message, ToolCall
 from contextshift.core.tokens import approximate_count
 
@@ -217,7 +217,7 @@ def test_a_capped_result_keeps_the_numbers_and_names_the_cut_would_lose() -> Non
 
 def test_a_capped_result_with_no_fact_past_the_cap_is_cut_as_before() -> None:
     result = "Falcon 48213. " + "plain words of output " * 200
-    assert condense(result, 2000) == truncate(result, 2000)
+    assert condense(result, 2000) == clip(result, 2000)
 
 
 # -- output cap and input budget (C9) ---------------------------------------------------------------------
