@@ -20,6 +20,7 @@ from ..service.compaction import Compactor
 from ..service.generation import ClientFactory, Generations
 from ..service.proxy import ProxyService
 from ..storage import Database
+from ..storage.liveness import instance_id_from_env
 from ..web import mount_web
 from .auth import AuthMiddleware, caller
 from .errors import error_responses, install_error_handlers
@@ -58,9 +59,10 @@ def create_app(
     ``max_body_bytes``: the largest request body (default ``CONTEXTSHIFT_MAX_BODY_BYTES``, else 8 MiB).
     ``proxy_audit_ttl`` is how long the OpenAI-compatible endpoint's audits are kept (default
     ``CONTEXTSHIFT_PROXY_AUDIT_HOURS``, else 24 hours).
+    The database made from ``database_url`` is instance ``CONTEXTSHIFT_INSTANCE_ID`` when set (N5).
     """
     token = configured_admin_token(admin_token)
-    db = database if database is not None else Database(database_url)
+    db = database if database is not None else Database(database_url, instance_id=instance_id_from_env())
     options = dict(client_options or {})
     limit = max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env()
     compactor = Compactor(db, client_factory=client_factory, client_options=options)

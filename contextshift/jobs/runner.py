@@ -2,8 +2,10 @@
 
 Jobs live in the database (``compaction_jobs``), so pending work survives a restart and is picked up again;
 a job is claimed with a lease, so two workers never run it at once, and the chat's own compaction lease
-keeps any two passes on one chat apart. ``InProcessJobRunner`` is the default: an asyncio task inside the
-service. A multi-instance deployment can run the same loop elsewhere or replace it through ``JobRunner``.
+keeps any two passes on one chat apart. The claim is the instance's: its heartbeat renews the lease, and when
+the instance dies the job goes back to pending within a heartbeat expiry (N5, ``storage.liveness``).
+``InProcessJobRunner`` is the default: an asyncio task inside the service. A multi-instance deployment can
+run the same loop elsewhere or replace it through ``JobRunner``.
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ class InProcessJobRunner:
         compactor: Compactor,
         *,
         poll_interval: float = 5.0,
-        lease: timedelta = timedelta(minutes=10),
+        lease: timedelta | None = None,
     ) -> None:
         self.db = db
         self.compactor = compactor
         self.poll_interval = poll_interval
-        self.lease = lease
+        self.lease = lease if lease is not None else db.heartbeat.expiry
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.idle = asyncio.Event()

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -48,6 +49,9 @@ log = logging.getLogger("contextshift.compaction")
 #: A pass runs at most this many times in a manual run ("as much as possible", but never unbounded).
 MAX_MANUAL_PASSES = 20
 HISTORY_CHANGED = "COMPACTION_HISTORY_CHANGED"
+#: N5: how long a synchronous caller waits for another request's running pass before going on without it.
+DEFAULT_SYNC_WAIT_SECONDS = 20.0
+SYNC_WAIT_ENV = "CONTEXTSHIFT_COMPACTION_WAIT_SECONDS"
 REJECTED = {
     "empty": "COMPACTION_SUMMARY_EMPTY",
     "truncated": "COMPACTION_SUMMARY_TRUNCATED",
@@ -79,6 +83,8 @@ class Outcome:
     reason: str | None = None
     passes_committed: int = 0
     passes_failed: int = 0
+    #: For the audit's diagnostics, when the turn goes on without the pass it asked for.
+    diagnostic: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,17 +117,20 @@ class Compactor:
         *,
         client_factory: Callable[..., ProviderClient] = make_client,
         client_options: dict[str, Any] | None = None,
-        lease: timedelta = timedelta(minutes=10),
+        lease: timedelta | None = None,
         cooldown: float = FAILURE_COOLDOWN_SECONDS,
         wait_poll: float = 0.05,
+        sync_wait: float | None = None,
     ) -> None:
         self.db = db
         self.client_factory = client_factory
         self.client_options = dict(client_options or {})
-        self.owner = uuid.uuid4().hex
-        self.lease = lease
+        #: The lease is the instance's: its heartbeat renews it, and it expires when the instance dies (N5).
+        self.owner = db.instance_id
+        self.lease = lease if lease is not None else db.heartbeat.expiry
         self.cooldown = cooldown
         self.wait_poll = wait_poll
+        self.sync_wait = sync_wait if sync_wait is not None else _sync_wait_from_env()
         #: Called with a chat id when a background pass should be scheduled (set by the job runner).
         self.schedule: Callable[[str], Any] | None = None
 
@@ -220,13 +229,23 @@ class Compactor:
                 await Repositories(session).compaction.release_lease(chat_id, self.owner)
 
     async def _wait_for_running(self, chat_id: str) -> Outcome:
-        """C10: a synchronous caller waits for the running pass and uses its result."""
+        """C10: a synchronous caller waits for the running pass and uses its result; N5: for ``sync_wait``
+        seconds at most, then it goes on without (the lease of a dead instance expires on its own)."""
+        deadline = time.monotonic() + self.sync_wait
         while True:
             async with self.db.session() as session:
                 repos = Repositories(session)
                 if not await repos.compaction.lease_busy(chat_id):
                     last = await repos.compaction.last_finished_log(chat_id)
                     break
+            if time.monotonic() >= deadline:
+                log.info("chat %s: a compaction pass still runs after %.0f s; not waiting", chat_id, self.sync_wait)
+                return Outcome(
+                    "noop",
+                    reason="busy",
+                    diagnostic=f"compaction: another pass of this chat was still running after {self.sync_wait:g} s; "
+                    "this turn is fitted by shifting alone",
+                )
             await asyncio.sleep(self.wait_poll)
         if last is None:
             return Outcome("noop", reason="running")
@@ -401,6 +420,14 @@ class Compactor:
             return PassResult(error_code=HISTORY_CHANGED, input_tokens=used_in, output_tokens=used_out)
         raw_folded = len([m for m in selection.fold if m.source != "summary"])
         return PassResult(summary=record.text, folded=raw_folded, input_tokens=used_in, output_tokens=used_out)
+
+
+def _sync_wait_from_env() -> float:
+    raw = os.environ.get(SYNC_WAIT_ENV, "").strip()
+    value = float(raw) if raw else DEFAULT_SYNC_WAIT_SECONDS
+    if value < 0:
+        raise ValueError(f"{SYNC_WAIT_ENV} must be a number of seconds")
+    return value
 
 
 def _outcome_of(row: CompactionLogRow) -> Outcome:

@@ -138,14 +138,17 @@ class Generations:
                 await run_counted(turn.request, turn.server, counting)
             await session.rollback()
 
-    async def _compact_before_send(self, chat_id: str) -> None:
-        """C2: a synchronous pass at 75%; a failure is logged and the turn goes on (shifting still fits it)."""
+    async def _compact_before_send(self, chat_id: str) -> str | None:
+        """C2: a synchronous pass at 75%; a failure is logged and the turn goes on (shifting still fits it).
+        A diagnostic for the audit when the turn goes on without the pass (N5: another one ran too long)."""
         if self.compactor is None:
-            return
+            return None
         try:
-            await self.compactor.before_send(chat_id)
+            outcome = await self.compactor.before_send(chat_id)
         except Exception as error:
             log.warning("synchronous compaction of chat %s failed (%s)", chat_id, type(error).__name__)
+            return None
+        return outcome.diagnostic if outcome is not None else None
 
     def _after_turn(self, chat_id: str) -> None:
         """C2: schedule a background pass at 50% without delaying the reply."""
@@ -200,7 +203,7 @@ class Generations:
         """Append the input, build the prompt and prepare the audit; raise before anything is sent."""
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
-        await self._compact_before_send(chat_id)
+        note = await self._compact_before_send(chat_id)
         await self._warm_counts(chat_id, content, max_tokens)
         counting = self.counting
         async with self.db.session() as session:
@@ -210,6 +213,8 @@ class Generations:
             turn = await load_turn(
                 repos, bot=bot, chat=chat, draft=None, max_tokens=max_tokens, preview=False, server_counting=counting
             )
+            if note is not None:
+                turn.notes.append(note)
             require_generation_ready(bot, turn.model, turn.provider)
             try:
                 result = await run_counted(turn.request, turn.server, counting)

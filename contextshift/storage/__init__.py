@@ -4,7 +4,7 @@
 do the reading and writing on a session::
 
     db = Database()                      # CONTEXTSHIFT_DATABASE_URL or the user's SQLite file
-    await db.start()                     # migrate to head, close audits cut off by a crash
+    await db.start()                     # migrate to head, start its heartbeat, close what dead ones left
     async with db.session() as session:  # one transaction
         chat = await Repositories(session).chats.create(bot_id=bot_id)
 """

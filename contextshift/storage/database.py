@@ -14,7 +14,8 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from . import migrate
-from .repositories.audits import AuditRepository
+from .liveness import Heartbeat, heartbeat_expiry_from_env, heartbeat_interval_from_env
+from .types import new_id
 from .urls import default_database_url, display_url, normalize_url, sqlite_path
 
 log = logging.getLogger(__name__)
@@ -43,9 +44,12 @@ class Database:
     ``url`` defaults to :func:`default_database_url`. ``engine_options`` go to ``create_async_engine``
     (pool sizes, ``connect_args``; ``hide_parameters`` is on by default). ``migrations_path`` replaces the
     packaged migrations (tools, tests).
-    ``stale_audit_age``: on start, close only prepared audits older than this; None closes every one
-    (right for a single instance; with several instances on one PostgreSQL, pass the longest generation
-    time so a starting instance does not close another's running generation).
+    ``stale_audit_age``: on start, close only ownerless prepared audits (left by a version without instance
+    heartbeats) older than this; None closes every one.
+    A started database is a service instance (``instance_id``, default a new id; the service passes
+    ``CONTEXTSHIFT_INSTANCE_ID`` when set) with a heartbeat every ``heartbeat_interval`` seconds that expires
+    after ``heartbeat_expiry`` (defaults 10 and 30, or ``CONTEXTSHIFT_HEARTBEAT_SECONDS`` /
+    ``CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS``): see ``liveness`` for what is recovered after a crash.
     """
 
     def __init__(
@@ -55,11 +59,22 @@ class Database:
         engine_options: Mapping[str, Any] | None = None,
         migrations_path: Path | None = None,
         stale_audit_age: timedelta | None = None,
+        instance_id: str | None = None,
+        heartbeat_interval: float | None = None,
+        heartbeat_expiry: float | None = None,
     ) -> None:
         self.url: URL = normalize_url(url if url is not None else default_database_url())
         self.engine_options: dict[str, Any] = {**_SAFE_ENGINE_OPTIONS, **(engine_options or {})}
         self.migrations_path = migrations_path
         self.stale_audit_age = stale_audit_age
+        self.instance_id = instance_id or new_id()
+        self.heartbeat = Heartbeat(
+            self.session,
+            self.instance_id,
+            interval=heartbeat_interval or heartbeat_interval_from_env(),
+            expiry=heartbeat_expiry or heartbeat_expiry_from_env(),
+            ownerless_age=stale_audit_age,
+        )
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
 
@@ -100,16 +115,17 @@ class Database:
                     revision = await migrate.upgrade_connection(connection, migrations_path=self.migrations_path)
             self._engine = engine
             self._sessions = async_sessionmaker(engine, expire_on_commit=False)
-            async with self.session() as session:
-                closed = await AuditRepository(session).close_unfinished(older_than=self.stale_audit_age)
+            recovered = await self.heartbeat.start()
         except BaseException:
             await self.close()
             await engine.dispose()
             raise
-        log.info("database %s ready at revision %s; closed %d unfinished audit(s)", self.display_url, revision, closed)
+        log.info("database %s ready at revision %s; recovered %s", self.display_url, revision, recovered)
 
     async def close(self) -> None:
-        """Dispose of the engine (idempotent)."""
+        """Stop the heartbeat and dispose of the engine (idempotent)."""
+        if self._sessions is not None:
+            await self.heartbeat.stop()
         if self._engine is not None:
             await self._engine.dispose()
         self._engine = None
@@ -128,6 +144,7 @@ class Database:
         if self._sessions is None:
             raise RuntimeError("the database is not started: await db.start() first")
         async with self._sessions() as session:
+            session.info["instance_id"] = self.instance_id  # the owner of audits, logs and leases it starts
             try:
                 yield session
                 await session.commit()

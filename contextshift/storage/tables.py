@@ -290,6 +290,8 @@ class AuditRow(Base):
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSONOrNull, nullable=True)
     created_at: Mapped[datetime] = _created()
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: N5: the service instance running the generation (its audit is closed if that instance dies).
+    instance_id: Mapped[str | None] = mapped_column(ID, nullable=True, index=True)
 
 
 class ProxyAuditRow(Base):
@@ -385,6 +387,8 @@ class CompactionLogRow(Base):
     error_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: N5: the instance running the pass; a dead instance's running log is closed as interrupted.
+    instance_id: Mapped[str | None] = mapped_column(ID, nullable=True, index=True)
 
 
 class CompactionJobRow(Base):
@@ -401,6 +405,8 @@ class CompactionJobRow(Base):
     status: Mapped[str] = mapped_column(String(16), nullable=False, default="pending")
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: N5: the instance that claimed the job; it renews ``lease_until`` with its heartbeat.
+    instance_id: Mapped[str | None] = mapped_column(ID, nullable=True, index=True)
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
 
@@ -436,3 +442,17 @@ class ApiTokenRow(Base):
     token_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
     created_at: Mapped[datetime] = _created()
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class InstanceRow(Base):
+    """N5: a running service instance; it renews ``heartbeat_at`` (and its leases) every few seconds.
+
+    An instance whose heartbeat stopped is dead: its leases are free, and its unfinished audits, compaction
+    logs and jobs are closed or handed back by whichever instance notices first.
+    """
+
+    __tablename__ = "instances"
+
+    id: Mapped[str] = _id()
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow, index=True)

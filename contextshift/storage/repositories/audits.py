@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, exists, func, literal, select, update
@@ -63,6 +62,7 @@ class AuditRepository:
             "usage": None,
             "created_at": utcnow(),
             "finished_at": None,
+            "instance_id": self.session.info.get("instance_id"),  # N5: closed if this instance dies
         }
         insert = dialect_insert(self.session)(AuditRow).values(**values)
         statement = insert.on_conflict_do_update(
@@ -127,13 +127,3 @@ class AuditRepository:
         statement = select(AuditRow).where(AuditRow.chat_id == chat_id)
         result = await self.session.scalars(statement, execution_options={"populate_existing": True})
         return result.one_or_none()
-
-    async def close_unfinished(self, older_than: timedelta | None = None) -> int:
-        """Mark ``prepared`` audits (only those older than ``older_than``, if given) ``failed`` with
-        ``GENERATION_INTERRUPTED``; returns how many. Run on start: they were cut off by a crash."""
-        now = utcnow()
-        statement = update(AuditRow).where(AuditRow.status == "prepared")
-        if older_than is not None:
-            statement = statement.where(AuditRow.created_at < now - older_than)
-        statement = statement.values(status="failed", error_code=GENERATION_INTERRUPTED, finished_at=now)
-        return await execute_rowcount(self.session, statement.execution_options(synchronize_session=False))

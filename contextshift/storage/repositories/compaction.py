@@ -173,7 +173,14 @@ class CompactionRepository:
     # -- logs (C12) ---------------------------------------------------------------------------------------
 
     async def start_log(self, *, bot_id: str, chat_id: str, trigger: str, model: str | None) -> CompactionLogRow:
-        row = CompactionLogRow(bot_id=bot_id, chat_id=chat_id, trigger=trigger, status="running", model=model)
+        row = CompactionLogRow(
+            bot_id=bot_id,
+            chat_id=chat_id,
+            trigger=trigger,
+            status="running",
+            model=model,
+            instance_id=self.session.info.get("instance_id"),  # N5: closed as interrupted if this instance dies
+        )
         self.session.add(row)
         await self.session.flush()
         return row
@@ -244,7 +251,12 @@ class CompactionRepository:
                 self.session,
                 update(CompactionJobRow)
                 .where(CompactionJobRow.id == job_id, claimable)
-                .values(status="running", lease_until=now + ttl, attempts=CompactionJobRow.attempts + 1)
+                .values(
+                    status="running",
+                    lease_until=now + ttl,
+                    attempts=CompactionJobRow.attempts + 1,
+                    instance_id=self.session.info.get("instance_id"),  # renews the lease with its heartbeat
+                )
                 .execution_options(synchronize_session=False),
             )
             if claimed == 1:
@@ -255,7 +267,7 @@ class CompactionRepository:
         await self.session.execute(
             update(CompactionJobRow)
             .where(CompactionJobRow.id == job_id)
-            .values(status="done", lease_until=None)
+            .values(status="done", lease_until=None, instance_id=None)
             .execution_options(synchronize_session=False)
         )
 

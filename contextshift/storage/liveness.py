@@ -1,0 +1,271 @@
+"""Crash recovery (N5, A3, C10): each started ``Database`` is a service instance with a heartbeat.
+
+An instance has a row in ``instances`` and renews it every ``interval`` seconds (default 10); with it, it
+renews the compaction leases and job claims it holds, so those expire ``expiry`` seconds (default 30) after
+the instance stops beating. Whichever instance beats next after that (every instance checks on every beat,
+and once on start) finds the dead one and cleans up after it, in one transaction:
+
+- its prepared audits are closed as ``failed`` / ``GENERATION_INTERRUPTED`` (A3);
+- its running compaction logs are closed as ``error`` / ``COMPACTION_INTERRUPTED`` (C12);
+- its chats' compaction leases are released, and its running jobs go back to ``pending``;
+- its row is deleted.
+
+On start, an instance also cleans up its own earlier life (the service keeps its id across a restart when
+``CONTEXTSHIFT_INSTANCE_ID`` is set; give each instance its own) and what an older version left without an
+owner. It never touches the work of another instance whose heartbeat is fresh. A dead instance's lease is
+free within ``expiry + interval`` seconds (40 s by default), well under a minute.
+
+Why heartbeats and not a PostgreSQL advisory lock: they work the same on SQLite (several processes may share
+one file) and PostgreSQL, they need no database connection held open for the length of a pass (a pass
+waits minutes on a summarizer), and the dead instance's logs and audits can be found and closed by id.
+A session-bound lock frees the lease when the connection drops, but says nothing about which logs to close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, delete, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Select
+
+from .repositories._common import execute_rowcount
+from .repositories.audits import GENERATION_INTERRUPTED
+from .tables import AuditRow, ChatRow, CompactionJobRow, CompactionLogRow, InstanceRow
+from .types import new_id, utcnow
+
+log = logging.getLogger("contextshift.storage.liveness")
+
+COMPACTION_INTERRUPTED = "COMPACTION_INTERRUPTED"
+INSTANCE_ENV = "CONTEXTSHIFT_INSTANCE_ID"
+INTERVAL_ENV = "CONTEXTSHIFT_HEARTBEAT_SECONDS"
+EXPIRY_ENV = "CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS"
+DEFAULT_INTERVAL = 10.0
+DEFAULT_EXPIRY = 30.0
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    value = float(raw)
+    if not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds")
+    return value
+
+
+def instance_id_from_env() -> str:
+    """``CONTEXTSHIFT_INSTANCE_ID`` (up to 32 characters of ``[A-Za-z0-9_-]``), else a new random id."""
+    raw = os.environ.get(INSTANCE_ENV, "").strip()
+    if not raw:
+        return new_id()
+    if len(raw) > 32 or not all(c.isascii() and (c.isalnum() or c in "-_") for c in raw):
+        raise ValueError(f"{INSTANCE_ENV} must be 1-32 characters of letters, digits, '-' or '_'")
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What one clean-up closed or freed."""
+
+    audits: int = 0
+    logs: int = 0
+    leases: int = 0
+    jobs: int = 0
+    instances: int = 0
+
+    def __bool__(self) -> bool:
+        return any((self.audits, self.logs, self.leases, self.jobs, self.instances))
+
+
+class InstanceRepository:
+    """The ``instances`` table and the clean-up after dead instances (on one session)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def beat(self, instance_id: str, expiry: timedelta) -> None:
+        """Renew the instance's heartbeat (registering it if it has no row) and every lease it holds."""
+        now = utcnow()
+        renewed = await execute_rowcount(
+            self.session,
+            update(InstanceRow)
+            .where(InstanceRow.id == instance_id)
+            .values(heartbeat_at=now)
+            .execution_options(synchronize_session=False),
+        )
+        if renewed == 0:
+            self.session.add(InstanceRow(id=instance_id, started_at=now, heartbeat_at=now))
+            await self.session.flush()
+        await self.session.execute(
+            update(ChatRow)
+            .where(ChatRow.compaction_lease_owner == instance_id, ChatRow.compaction_lease_until.is_not(None))
+            .values(compaction_lease_until=now + expiry, updated_at=ChatRow.updated_at)
+            .execution_options(synchronize_session=False)
+        )
+        await self.session.execute(
+            update(CompactionJobRow)
+            .where(CompactionJobRow.instance_id == instance_id, CompactionJobRow.status == "running")
+            .values(lease_until=now + expiry, updated_at=CompactionJobRow.updated_at)
+            .execution_options(synchronize_session=False)
+        )
+
+    async def leave(self, instance_id: str) -> None:
+        """A clean stop: the instance's row goes (what it left unfinished is then anyone's to close)."""
+        await self.session.execute(delete(InstanceRow).where(InstanceRow.id == instance_id))
+
+    def _live(self, expiry: timedelta, *, but: str | None) -> Select[Any]:
+        query = select(InstanceRow.id).where(InstanceRow.heartbeat_at >= utcnow() - expiry)
+        if but is not None:
+            query = query.where(InstanceRow.id != but)
+        return query
+
+    async def recover(
+        self, instance_id: str, expiry: timedelta, *, on_start: bool = False, ownerless_age: timedelta | None = None
+    ) -> Recovered:
+        """Close and free what dead instances left (``on_start``: this instance's own earlier life too, and
+        ownerless rows of an older version, those older than ``ownerless_age`` when given)."""
+        now = utcnow()
+        live = self._live(expiry, but=instance_id if on_start else None)
+
+        def orphaned(column: Any, started: Any) -> Any:
+            dead = column.is_not(None) & column.not_in(live)
+            if not on_start:
+                return dead
+            ownerless = column.is_(None)
+            if ownerless_age is not None:
+                ownerless = ownerless & (started < now - ownerless_age)
+            return or_(dead, ownerless)
+
+        audits = await execute_rowcount(
+            self.session,
+            update(AuditRow)
+            .where(AuditRow.status == "prepared", orphaned(AuditRow.instance_id, AuditRow.created_at))
+            .values(status="failed", error_code=GENERATION_INTERRUPTED, finished_at=now)
+            .execution_options(synchronize_session=False),
+        )
+        logs = await execute_rowcount(
+            self.session,
+            update(CompactionLogRow)
+            .where(
+                CompactionLogRow.status == "running",
+                orphaned(CompactionLogRow.instance_id, CompactionLogRow.started_at),
+            )
+            .values(status="error", error_code=COMPACTION_INTERRUPTED, completed_at=now)
+            .execution_options(synchronize_session=False),
+        )
+        # An expired lease is free anyway; a dead instance's is freed at once (and this instance's own, on start).
+        dead = select(InstanceRow.id).where(InstanceRow.heartbeat_at < now - expiry, InstanceRow.id != instance_id)
+        lease_held: ColumnElement[bool] = ChatRow.compaction_lease_owner.in_(dead)
+        if on_start:
+            lease_held = lease_held | (ChatRow.compaction_lease_owner == instance_id)
+        leases = await execute_rowcount(
+            self.session,
+            update(ChatRow)
+            .where(lease_held)
+            .values(compaction_lease_owner=None, compaction_lease_until=None, updated_at=ChatRow.updated_at)
+            .execution_options(synchronize_session=False),
+        )
+        jobs = await execute_rowcount(
+            self.session,
+            update(CompactionJobRow)
+            .where(
+                CompactionJobRow.status == "running",
+                orphaned(CompactionJobRow.instance_id, CompactionJobRow.updated_at),
+            )
+            .values(status="pending", lease_until=None, instance_id=None)
+            .execution_options(synchronize_session=False),
+        )
+        gone = await execute_rowcount(
+            self.session,
+            delete(InstanceRow)
+            .where(InstanceRow.id != instance_id, InstanceRow.heartbeat_at < now - expiry)
+            .execution_options(synchronize_session=False),
+        )
+        return Recovered(audits, logs, leases, jobs, gone)
+
+    async def heartbeat_of(self, instance_id: str) -> datetime | None:
+        row = await self.session.get(InstanceRow, instance_id, populate_existing=True)
+        return None if row is None else row.heartbeat_at
+
+
+class Heartbeat:
+    """The instance's beat: a task renewing its row and leases every ``interval``, cleaning up after the dead.
+
+    ``sessions`` opens one transaction (``Database.session``)."""
+
+    def __init__(
+        self,
+        sessions: Any,
+        instance_id: str,
+        *,
+        interval: float,
+        expiry: float,
+        ownerless_age: timedelta | None = None,
+    ) -> None:
+        if not 0 < interval < expiry:
+            raise ValueError("the heartbeat interval must be positive and shorter than its expiry")
+        self.sessions = sessions
+        self.instance_id = instance_id
+        self.interval = interval
+        self.expiry = timedelta(seconds=expiry)
+        self.ownerless_age = ownerless_age
+        self.beats = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Recovered:
+        """Register, clean up after this instance's earlier life and the dead, and start beating."""
+        async with self.sessions() as session:
+            repo = InstanceRepository(session)
+            await repo.beat(self.instance_id, self.expiry)
+            recovered = await repo.recover(
+                self.instance_id, self.expiry, on_start=True, ownerless_age=self.ownerless_age
+            )
+        if recovered:
+            log.info("instance %s started and cleaned up %s", self.instance_id, recovered)
+        self._task = asyncio.create_task(self._loop(), name=f"contextshift-heartbeat-{self.instance_id}")
+        return recovered
+
+    async def beat(self) -> Recovered:
+        """One beat now: renew, then clean up after instances whose heartbeat stopped."""
+        async with self.sessions() as session:
+            repo = InstanceRepository(session)
+            await repo.beat(self.instance_id, self.expiry)
+            recovered = await repo.recover(self.instance_id, self.expiry)
+        self.beats += 1
+        if recovered:
+            log.warning("cleaned up after dead instance(s): %s", recovered)
+        return recovered
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.beat()
+            except Exception as error:  # a database hiccup must not stop the beat for good
+                log.warning("heartbeat of instance %s failed (%s)", self.instance_id, type(error).__name__)
+
+    async def stop(self) -> None:
+        """Stop beating and leave (a clean stop)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+            with contextlib.suppress(Exception):
+                async with self.sessions() as session:
+                    await InstanceRepository(session).leave(self.instance_id)
+
+
+def heartbeat_interval_from_env() -> float:
+    return _seconds(INTERVAL_ENV, DEFAULT_INTERVAL)
+
+
+def heartbeat_expiry_from_env() -> float:
+    return _seconds(EXPIRY_ENV, DEFAULT_EXPIRY)
