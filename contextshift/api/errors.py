@@ -100,8 +100,11 @@ def install_error_handlers(app: FastAPI) -> None:
             return envelope(413, PAYLOAD_TOO_LARGE, message, params)
         if error.status_code == 404:
             return envelope(404, "NOT_FOUND", "No such route.")
-        if error.status_code == 405:
-            return envelope(405, "METHOD_NOT_ALLOWED", "This route does not accept that method.")
+        if error.status_code == 405:  # Starlette's routes raise it with the Allow header (RFC 9110)
+            allow = (error.headers or {}).get("Allow", "")
+            methods = sorted({m.strip() for m in allow.split(",") if m.strip()})
+            message = "This route does not accept that method."
+            return envelope(405, "METHOD_NOT_ALLOWED", message, {"allowed": methods}, dict(error.headers or {}))
         if error.status_code == 400:
             return envelope(400, "MALFORMED_REQUEST", "The request could not be read.")
         return envelope(error.status_code, f"HTTP_{error.status_code}", str(error.detail))
