@@ -4,8 +4,9 @@ from .errors import ContextShiftError, TokenBudgetExceeded, UnknownStrategy
 from .groups import Group, build_groups
 from .host import default_registry, shift_with_strategy
 from .messages import Message, ToolCall, as_message, normalize_messages
+from .request import Strategy, StrategyRequest
 from .shifting import ShiftResult, Truncation, shift_context
-from .strategies import ContextStrategyRegistry, Strategy, StrategyRequest
+from .strategies import ContextStrategyRegistry
 from .tokens import ApproximateProfile, ChatFormatProfile, TokenizerProfile, approximate_count
 
 __all__ = [

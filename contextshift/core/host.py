@@ -15,6 +15,7 @@ from dataclasses import replace
 from .errors import TokenBudgetExceeded, UnknownStrategy
 from .groups import Group
 from .messages import Message, MessageLike, ToolCall
+from .request import Strategy, StrategyRequest
 from .shifting import (
     Counter,
     Prompt,
@@ -23,7 +24,7 @@ from .shifting import (
     check_budget,
     shift_prompt,
 )
-from .strategies import BUILTIN_STRATEGIES, ContextStrategyRegistry, Strategy, StrategyRequest, truncate
+from .strategies import BUILTIN_STRATEGIES, ContextStrategyRegistry, truncate
 from .timeouts import PluginFailed as StrategyFailed
 from .timeouts import call_with_timeout
 from .vocabulary import (

@@ -29,16 +29,13 @@ import heapq
 import re
 from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING
 
 from .groups import build_groups
 from .messages import Message, link_ids
 from .relevance import bm25_term_scores, terms
+from .request import StrategyRequest
 from .shifting import Prompt, Removal, ShiftResult, build_result, excluded_note, shift_prompt
 from .vocabulary import RECALLED
-
-if TYPE_CHECKING:
-    from .strategies import StrategyRequest
 
 #: Groups less relevant than this (relative to the best group of the prompt) never come back.
 MIN_RELEVANCE = 0.2

@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from .errors import UnknownStrategy
 from .groups import Group
 from .messages import Message
 from .recall import query_words, recall
 from .relevance import bm25_relevance
+from .request import Strategy, StrategyRequest
 from .shifting import (
     Counter,
     Prompt,
@@ -41,26 +42,6 @@ SUMMARY_MIN_TOKENS = 8
 SUMMARY_MAX_TOKENS = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class StrategyRequest:
-    """What a strategy is given (frozen). ``messages`` are normalized (every one has an id) and immutable.
-
-    Args:
-        messages: the prompt, oldest first.
-        count_tokens: the counter every count must use.
-        budget: the tokens the result may use.
-        manual_excluded_ids: ids the user excluded.
-        per_message_overhead: framing tokens per message for a plain callable counter.
-    """
-
-    messages: list[Message]
-    count_tokens: Counter
-    budget: int
-    manual_excluded_ids: frozenset[str] = field(default_factory=frozenset)
-    per_message_overhead: int = 4
-
-
-Strategy = Callable[[StrategyRequest], ShiftResult]
 
 
 def _prompt(request: StrategyRequest) -> Prompt:

@@ -7,7 +7,7 @@ import threading
 from dataclasses import replace
 
 from contextshift import ContextStrategyRegistry, Message, ShiftResult, shift_with_strategy
-from contextshift.core.strategies import StrategyRequest
+from contextshift.core.request import StrategyRequest
 from contextshift.core.summary import SUMMARY_HEADER, extractive_summary
 
 

@@ -17,7 +17,8 @@ from contextshift import (
     shift_context,
     shift_with_strategy,
 )
-from contextshift.core.strategies import StrategyRequest, truncate
+from contextshift.core.request import StrategyRequest
+from contextshift.core.strategies import truncate
 from contextshift.core.vocabulary import SUMMARY_HEADER
 
 

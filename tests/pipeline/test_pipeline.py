@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from contextshift import ContextStrategyRegistry, Message, ShiftResult, get_tokenizer
-from contextshift.core.strategies import StrategyRequest
+from contextshift.core.request import StrategyRequest
 from contextshift.core.tokens import ChatFormatProfile
 from contextshift.core.vocabulary import SUMMARY_HEADER
 from contextshift.pipeline import (
