@@ -43,6 +43,9 @@ DIALECTS: tuple[str, ...] = (LLAMA_CPP_PYTHON, LLAMA_CPP, VLLM)
 PROFILE_NAME: Final = "server"
 #: Seconds after which a provider that did not answer the probe is probed again.
 REPROBE_AFTER: Final = 300.0
+#: Seconds a tokenize call may take once the server is known, and a template-measuring call during the probe.
+CALL_TIMEOUT: Final = 30.0
+TEMPLATE_TIMEOUT: Final = 120.0
 #: Tokenize calls in flight at once per fill.
 CONCURRENCY: Final = 4
 #: Used when the template cannot be measured: more than any common template costs (ChatML costs 5, Llama 3 ~5).
@@ -109,7 +112,7 @@ class ServerTokenizer:
         self.model = model
         self.dialect = dialect
         self._api_key = api_key or None
-        self.timeout = timeout or httpx.Timeout(10.0, connect=2.0)
+        self.timeout = timeout or httpx.Timeout(CALL_TIMEOUT, connect=2.0)
         self.concurrency = max(1, concurrency)
         self.cache = CountCache(cache_limit)
         self.framing = UNMEASURED_FRAMING
@@ -259,11 +262,14 @@ async def probe(
             await candidate.raw_count(client, _PROBE_TEXT)
         except TokenizeFailed:
             continue
+        # Measuring the template may take one-token completions on a cold, busy server: give them time.
+        candidate.timeout = httpx.Timeout(TEMPLATE_TIMEOUT, connect=2.0)
         try:
             await candidate.measure_framing(client)
         except TokenizeFailed as error:
             log.warning("%s tokenizer found but its chat template could not be measured (%s)", dialect, error)
         candidate.stats = TokenizeStats()
+        candidate.timeout = httpx.Timeout(CALL_TIMEOUT, connect=2.0)
         log.info("provider at %s tokenizes (%s)", candidate.root, dialect)
         return candidate
     return None
