@@ -108,7 +108,8 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(AuthMiddleware)
     app.add_middleware(RequestLimits, max_body_bytes=limit)  # outermost: nothing runs for an oversized body
-    api = APIRouter(dependencies=API_DEPENDENCIES, responses=error_responses(401, 404, 413))
+    # every API operation can refuse a request (400, 422), an oversized body (413) and a caller (401)
+    api = APIRouter(dependencies=API_DEPENDENCIES, responses=error_responses(400, 401, 404, 413, 422, 500))
     for module in (catalog, bots, chats, generation, compaction, users, proxy_audits, examples):
         api.include_router(module.router)
     app.include_router(api, prefix=API_PREFIX)

@@ -140,6 +140,9 @@ class ProviderCreate(Strict):
 
 
 class ProviderPatch(Strict):
+    """Fields to change. ``null`` leaves name, base_url, enabled and count_tokens unchanged; a null api_key
+    removes the key."""
+
     name: Required | None = Field(default=None, min_length=1, max_length=200)
     base_url: str | None = Field(default=None, min_length=1, max_length=2000, pattern=r"^https?://[!-~]+$")
     api_key: Text | None = Field(default=None, max_length=4000, description="A new key; an empty string removes it")
@@ -166,16 +169,19 @@ class ModelCreate(Strict):
     context_window: TokenCount | None = None
     max_output_tokens: TokenCount | None = None
     enabled: bool = True
-    tokenizer: Text | None = Field(default=None, max_length=500)
+    tokenizer: Text | None = Field(default=None, max_length=200)
 
 
 class ModelPatch(Strict):
+    """Fields to change. ``null`` leaves name, type and enabled unchanged; on context_window, max_output_tokens
+    and tokenizer it clears them."""
+
     name: Required | None = Field(default=None, min_length=1, max_length=200)
     type: ModelType | None = None
     context_window: TokenCount | None = None
     max_output_tokens: TokenCount | None = None
     enabled: bool | None = None
-    tokenizer: Text | None = Field(default=None, max_length=500)
+    tokenizer: Text | None = Field(default=None, max_length=200)
 
 
 class ModelOut(BaseModel):

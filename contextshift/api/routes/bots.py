@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, Response, status
 
 from ...core.host import default_registry
 from ...service.errors import ServiceError, not_found
@@ -12,6 +12,7 @@ from ...service.summarizer import check_choice
 from .. import schemas as s
 from .. import views
 from ..auth import Caller
+from ..created import locate, located
 from ..deps import Repos
 from ..envelopes import (
     BotEnvelope,
@@ -40,14 +41,22 @@ def _check_strategy(name: str | None) -> None:
         )
 
 
-@router.post("/bots", status_code=status.HTTP_201_CREATED, response_model=BotEnvelope, responses=error_responses(404))
-async def create_bot(body: s.BotCreate, principal: Caller, repos: Repos) -> dict[str, Any]:
+@router.post(
+    "/bots",
+    status_code=status.HTTP_201_CREATED,
+    response_model=BotEnvelope,
+    responses={**error_responses(404), **located("get_bot")},
+)
+async def create_bot(
+    body: s.BotCreate, principal: Caller, repos: Repos, request: Request, response: Response
+) -> dict[str, Any]:
     fields = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None or k == "chat_model_id"}
     _check_strategy(fields.get("context_strategy"))
     await own_lorebooks(repos, principal, fields.get("lorebook_ids"))
     await check_choice(repos, fields.get("compaction_model_id"))
     name = fields.pop("name")
     row = await repos.bots.create(name=name, owner_id=principal.user_id, **fields)
+    locate(request, response, "get_bot", bot_id=row.id)
     return {"bot": views.bot(row)}
 
 
@@ -84,10 +93,18 @@ async def delete_bot(bot_id: str, principal: Caller, repos: Repos) -> dict[str, 
     return {"deleted": True}
 
 
-@router.post("/lorebooks", status_code=status.HTTP_201_CREATED, response_model=LorebookEnvelope)
-async def create_lorebook(body: s.LorebookCreate, principal: Caller, repos: Repos) -> dict[str, Any]:
+@router.post(
+    "/lorebooks",
+    status_code=status.HTTP_201_CREATED,
+    response_model=LorebookEnvelope,
+    responses=located("get_lorebook"),
+)
+async def create_lorebook(
+    body: s.LorebookCreate, principal: Caller, repos: Repos, request: Request, response: Response
+) -> dict[str, Any]:
     entries = [e.model_dump() for e in body.entries]
     row = await repos.lorebooks.create(name=body.name, entries=entries, owner_id=principal.user_id)
+    locate(request, response, "get_lorebook", lorebook_id=row.id)
     return {"lorebook": views.lorebook(row)}
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, Response, status
 
 from ...service.errors import not_found
 from .. import schemas as s
 from .. import views
 from ..auth import Admin
+from ..created import locate, located
 from ..deps import Repos
 from ..envelopes import Deleted, ModelEnvelope, ModelList, ProviderEnvelope, ProviderList
 from ..errors import error_responses
@@ -20,9 +21,23 @@ router = APIRouter(tags=["providers and models"], responses=error_responses(400,
 ADMIN_ONLY = error_responses(403)
 
 
-@router.post("/providers", status_code=status.HTTP_201_CREATED, response_model=ProviderEnvelope, responses=ADMIN_ONLY)
-async def create_provider(body: s.ProviderCreate, _admin: Admin, repos: Repos) -> dict[str, Any]:
+def unchanged_if_null(changes: dict[str, Any], *, nullable: set[str]) -> dict[str, Any]:
+    """A patch's changes without the nulls of fields that cannot be empty: there null leaves them unchanged,
+    as the OpenAPI document says (a nullable field, ``null`` = unchanged)."""
+    return {k: v for k, v in changes.items() if v is not None or k in nullable}
+
+
+@router.post(
+    "/providers",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ProviderEnvelope,
+    responses={**ADMIN_ONLY, **located("get_provider")},
+)
+async def create_provider(
+    body: s.ProviderCreate, _admin: Admin, repos: Repos, request: Request, response: Response
+) -> dict[str, Any]:
     row = await repos.providers.create(**body.model_dump())
+    locate(request, response, "get_provider", provider_id=row.id)
     return {"provider": views.provider(row)}
 
 
@@ -41,7 +56,7 @@ async def get_provider(provider_id: str, repos: Repos) -> dict[str, Any]:
 
 @router.patch("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(403, 404))
 async def patch_provider(provider_id: str, body: s.ProviderPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
-    changes = body.model_dump(exclude_unset=True)
+    changes = unchanged_if_null(body.model_dump(exclude_unset=True), nullable={"api_key"})
     if changes.get("api_key") == "":
         changes["api_key"] = None
     row = await repos.providers.update(provider_id, changes)
@@ -58,10 +73,16 @@ async def delete_provider(provider_id: str, _admin: Admin, repos: Repos) -> dict
 
 
 @router.post(
-    "/models", status_code=status.HTTP_201_CREATED, response_model=ModelEnvelope, responses=error_responses(403, 404)
+    "/models",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ModelEnvelope,
+    responses={**error_responses(403, 404), **located("get_model")},
 )
-async def create_model(body: s.ModelCreate, _admin: Admin, repos: Repos) -> dict[str, Any]:
+async def create_model(
+    body: s.ModelCreate, _admin: Admin, repos: Repos, request: Request, response: Response
+) -> dict[str, Any]:
     row = await repos.models.create(**body.model_dump())
+    locate(request, response, "get_model", model_id=row.id)
     return {"model": views.model(row)}
 
 
@@ -82,7 +103,9 @@ async def get_model(model_id: str, repos: Repos) -> dict[str, Any]:
 
 @router.patch("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(403, 404))
 async def patch_model(model_id: str, body: s.ModelPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
-    row = await repos.models.update(model_id, body.model_dump(exclude_unset=True))
+    nullable = {"context_window", "max_output_tokens", "tokenizer"}
+    changes = unchanged_if_null(body.model_dump(exclude_unset=True), nullable=nullable)
+    row = await repos.models.update(model_id, changes)
     if row is None:
         raise not_found("model", model_id)
     return {"model": views.model(row, await repos.calibrations.get_many([row.id]))}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import BaseModel
 
 from ...service.errors import not_found
 from .. import schemas as s
 from .. import views
 from ..auth import Caller, Principal
+from ..created import locate, located
 from ..deps import Repos
 from ..envelopes import ChatEnvelope, ChatList, Deleted, MessageEnvelope
 from ..errors import error_responses
@@ -28,10 +29,18 @@ async def _chat(repos: Repos, chat_id: str, principal: Principal) -> Any:
     return await own_chat(repos, principal, chat_id)
 
 
-@router.post("/chats", status_code=status.HTTP_201_CREATED, response_model=ChatEnvelope, responses=error_responses(404))
-async def create_chat(body: s.ChatCreate, principal: Caller, repos: Repos) -> dict[str, Any]:
+@router.post(
+    "/chats",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ChatEnvelope,
+    responses={**error_responses(404), **located("get_chat")},
+)
+async def create_chat(
+    body: s.ChatCreate, principal: Caller, repos: Repos, request: Request, response: Response
+) -> dict[str, Any]:
     await own_bot(repos, principal, body.bot_id)
     row = await repos.chats.create(bot_id=body.bot_id, type=body.type, title=body.title or "")
+    locate(request, response, "get_chat", chat_id=row.id)
     return {"chat": views.chat(row)}
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from ...service.errors import ServiceError, not_found
 from ...storage import NameTaken, Repositories
 from ...storage.tables import ApiTokenRow, UserRow
 from ..auth import Admin, Caller
+from ..created import locate, located
 from ..deps import Repos
 from ..envelopes import Deleted
 from ..errors import error_responses
@@ -114,14 +115,17 @@ async def me(principal: Caller, repos: Repos) -> dict[str, Any]:
     "/users",
     status_code=status.HTTP_201_CREATED,
     response_model=NewUser,
-    responses=error_responses(403, 409),
+    responses={**error_responses(403, 409), **located("get_user")},
 )
-async def create_user(body: UserCreate, _admin: Admin, repos: Repos) -> dict[str, Any]:
+async def create_user(
+    body: UserCreate, _admin: Admin, repos: Repos, request: Request, response: Response
+) -> dict[str, Any]:
     try:
         row = await repos.users.create(name=body.name, role=body.role)
     except NameTaken as error:
         raise _name_taken(error) from error
     issued = await repos.tokens.issue(row.id, name="first token")
+    locate(request, response, "get_user", user_id=row.id)
     return {"user": user_view(row), "token": issued.secret}
 
 

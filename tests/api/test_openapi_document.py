@@ -1,0 +1,118 @@
+"""The OpenAPI document says what the service does (V1): read from a running service, then checked against it.
+
+Every API operation documents its error responses with the error envelope; a create whose resource can be
+read back declares (and sends) ``Location``; the streaming operation declares ``text/event-stream``; a
+patch's nullable field accepts ``null`` (as "unchanged" where the field cannot be empty)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from contextshift.api.app import create_app
+from tests.api.conftest import ADMIN_TOKEN, Server, bearer
+
+ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
+OPERATIONS = ("get", "post", "put", "patch", "delete")
+
+
+@pytest.fixture(scope="module")
+def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    database = Path(tmp_path_factory.mktemp("document")) / "api.db"
+    with (
+        Server(create_app(f"sqlite:///{database}", admin_token=ADMIN_TOKEN)) as url,
+        httpx.Client(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as client,
+    ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def document(http: httpx.Client) -> dict[str, Any]:
+    return http.get("/openapi.json").json()  # type: ignore[no-any-return]
+
+
+def operations(document: dict[str, Any], prefix: str = "/api/v2/") -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in document["paths"].items():
+        if path.startswith(prefix):
+            for method in OPERATIONS:
+                if method in item:
+                    yield method, path, item[method]
+
+
+def test_every_api_operation_documents_its_errors_with_the_envelope(document: dict[str, Any]) -> None:
+    missing: list[str] = []
+    for method, path, operation in operations(document):
+        responses = operation["responses"]
+        expected = {"401", "413", "422"} | ({"404"} if "{" in path else set())
+        for status in sorted(expected):
+            schema = responses.get(status, {}).get("content", {}).get("application/json", {}).get("schema")
+            if schema != ENVELOPE:
+                missing.append(f"{method.upper()} {path}: {status}")
+    assert not missing, "\n".join(missing)
+
+
+def test_admin_only_operations_document_403(document: dict[str, Any]) -> None:
+    admin_only = [("post", "/api/v2/providers"), ("patch", "/api/v2/models/{model_id}"), ("get", "/api/v2/users")]
+    for method, path in admin_only:
+        assert document["paths"][path][method]["responses"]["403"]["content"]["application/json"]["schema"] == ENVELOPE
+
+
+def test_generate_documents_the_event_stream_and_the_provider_failures(document: dict[str, Any]) -> None:
+    responses = document["paths"]["/api/v2/chats/{chat_id}/generate"]["post"]["responses"]
+    assert set(responses["200"]["content"]) == {"application/json", "text/event-stream"}
+    assert {"502", "504"} <= set(responses)
+
+
+READERS = {
+    "/api/v2/providers": "provider",
+    "/api/v2/models": "model",
+    "/api/v2/bots": "bot",
+    "/api/v2/lorebooks": "lorebook",
+    "/api/v2/chats": "chat",
+    "/api/v2/users": "user",
+}
+
+
+def test_every_create_whose_resource_has_a_reader_declares_location(document: dict[str, Any]) -> None:
+    for method, path, operation in operations(document):
+        created = operation["responses"].get("201")
+        if method != "post" or created is None:
+            continue
+        readable = any(p.startswith(path + "/{") and "get" in item for p, item in document["paths"].items())
+        assert ("Location" in created.get("headers", {})) == readable, path
+        assert (path in READERS) == readable, path
+
+
+def test_each_location_reads_back_what_was_created(http: httpx.Client) -> None:
+    provider = http.post("/api/v2/providers", json={"name": "p", "kind": "openai", "base_url": "http://127.0.0.1:9"})
+    model = http.post("/api/v2/models", json={"provider_id": provider.json()["provider"]["id"], "name": "m"})
+    bot = http.post("/api/v2/bots", json={"name": "b"})
+    chat = http.post("/api/v2/chats", json={"bot_id": bot.json()["bot"]["id"]})
+    lorebook = http.post("/api/v2/lorebooks", json={"name": "l", "entries": []})
+    user = http.post("/api/v2/users", json={"name": "located", "role": "user"})
+    created_ones = [(provider, "provider"), (model, "model"), (bot, "bot"), (chat, "chat"), (lorebook, "lorebook")]
+    for response, kind in [*created_ones, (user, "user")]:
+        assert response.status_code == 201, response.text
+        created = response.json()[kind]
+        assert response.headers["location"] == f"/api/v2/{kind}s/{created['id']}"
+        read = http.get(response.headers["location"])
+        assert read.status_code == 200 and read.json()[kind] == created
+
+
+def test_null_on_a_patch_field_that_cannot_be_empty_leaves_it_unchanged(http: httpx.Client) -> None:
+    provider = http.post("/api/v2/providers", json={"name": "keep", "kind": "openai", "base_url": "http://127.0.0.1:9"})
+    provider_id = provider.json()["provider"]["id"]
+    patched = http.patch(f"/api/v2/providers/{provider_id}", json={"name": None, "enabled": None, "base_url": None})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["provider"] == provider.json()["provider"]
+    model = http.post("/api/v2/models", json={"provider_id": provider_id, "name": "keep", "context_window": 8000})
+    model_id = model.json()["model"]["id"]
+    patched = http.patch(f"/api/v2/models/{model_id}", json={"name": None, "type": None, "enabled": None})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["model"]["name"] == "keep" and patched.json()["model"]["type"] == "chat"
+    cleared = http.patch(f"/api/v2/models/{model_id}", json={"context_window": None})
+    assert cleared.status_code == 200 and cleared.json()["model"]["context_window"] is None
