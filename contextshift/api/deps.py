@@ -21,8 +21,9 @@ def generations(request: Request) -> Generations:
     return service
 
 
-async def repositories(db: Annotated[Database, Depends(database)]) -> AsyncIterator[Repositories]:
-    async with db.session() as session:
+async def repositories(request: Request, db: Annotated[Database, Depends(database)]) -> AsyncIterator[Repositories]:
+    # A GET only reads: on SQLite it does not queue for the write lock (N5).
+    async with db.session(write=request.method not in ("GET", "HEAD")) as session:
         yield Repositories(session)
 
 

@@ -6,7 +6,16 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from typing_extensions import TypeAliasType
 
 from ..core.host import default_registry
@@ -75,7 +84,6 @@ Meta = Annotated[
 ]
 
 
-
 def _integral(value: Any) -> Any:
     """JSON has one number type: ``8000.0`` is the integer 8000 (JSON Schema agrees); ``8000.5`` stays a float."""
     if isinstance(value, float) and value.is_integer():
@@ -111,7 +119,6 @@ ChatType = Literal["chat", "discuss", "pipeline"]
 Position = Literal["before", "after", "depth"]
 
 Name = Field(min_length=1, max_length=200)
-
 
 
 class Strict(BaseModel):
@@ -422,6 +429,7 @@ class MessageOut(BaseModel):
     meta: dict[str, Any]
     workspace: str | None
     summarized_by: str | None = Field(default=None, description="The summary that stands for it in prompts")
+    reply_to: str | None = Field(default=None, description="For a reply: the user message it answers")
     created_at: datetime
 
 
@@ -429,9 +437,28 @@ class MessageOut(BaseModel):
 
 
 class GenerateRequest(Strict):
-    content: Text = Field(min_length=1, max_length=2_000_000)
+    """A turn: new input (``content``), or the retry of a failed input (``retry_of``, the chat's newest message)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["content"], "properties": {"content": {"type": "string"}}},
+                {"required": ["retry_of"], "properties": {"retry_of": {"type": "string"}}},
+            ]
+        },
+    )
+    content: Text | None = Field(default=None, min_length=1, max_length=2_000_000)
+    retry_of: Ident | None = Field(default=None, description="A failed input (meta.failed) to send again")
     max_tokens: Reserve | None = None
     stream: bool = True
+
+    @model_validator(mode="after")
+    def _one_input(self) -> GenerateRequest:
+        if (self.content is None) == (self.retry_of is None):
+            raise ValueError("give exactly one of content and retry_of")
+        return self
 
 
 class UsageOut(BaseModel):
@@ -514,6 +541,8 @@ class PreviewOut(BaseModel):
 class AuditOut(PreviewOut):
     generation_id: str
     chat_id: str
+    input_message_id: str | None = Field(default=None, description="The user message this generation answers")
+    reply_message_id: str | None = Field(default=None, description="The stored reply (partial or whole)")
     status: Literal["prepared", "completed", "failed", "cancelled"]
     error_code: str | None
     usage: UsageOut | None

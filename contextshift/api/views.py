@@ -137,6 +137,7 @@ def message(row: MessageRow) -> s.MessageOut:
         meta=dict(row.meta or {}),
         workspace=row.workspace,
         summarized_by=row.summary_id,
+        reply_to=(row.meta or {}).get("reply_to") if row.role == "assistant" else None,
         created_at=row.created_at,
     )
 
@@ -158,6 +159,8 @@ def audit(row: AuditRow) -> s.AuditOut:
         **s.PreviewOut.model_validate(payload).model_dump(),
         generation_id=row.generation_id,
         chat_id=row.chat_id,
+        input_message_id=payload.get("input_message_id"),
+        reply_message_id=payload.get("reply_message_id"),
         status=row.status,  # type: ignore[arg-type]
         error_code=row.error_code,
         usage=usage(row.usage),

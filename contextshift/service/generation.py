@@ -5,6 +5,10 @@ A generation appends the user input, runs the pipeline and prepares the chat's a
 provider outside any transaction, then stores the reply and finishes the audit exactly once:
 ``completed``, ``failed`` (with a normalized provider code) or ``cancelled`` (the client went away).
 A preview runs the same loading and pipeline in a transaction that is rolled back: nothing stored changes.
+
+No lost work (N5): a turn holds its chat's turn lease from the input to the reply (:mod:`.turns`), so
+turns in one chat run one at a time and the transcript alternates; what a turn leaves behind (the reply,
+a partial reply, a failed input) follows :mod:`.replies`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ..core.errors import TokenBudgetExceeded
 from ..core.tokens import TokenizerProfile
 from ..pipeline import PipelineResult
 from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, TextDelta, make_client
+from ..providers.base import PROVIDER_TIMEOUT
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
 from .calibration import learn
@@ -30,7 +35,10 @@ from .compaction import Compactor
 from .counting import ServerCounting, run_counted
 from .errors import ServiceError, not_found
 from .recovery import ContextRetry
+from .replies import FAILED, TurnFailed, partial_message, persist, reply_message, reply_meta, retry_input
+from .streaming import DEFAULT_HEARTBEAT, EventPump, Heartbeat
 from .turn import Turn, chat_and_bot, load_turn, profile_for, require_generation_ready, resolve_model
+from .turns import ChatTurns, TurnHold, TurnPolicy
 from .usage import usage_of
 
 log = logging.getLogger("contextshift.generation")
@@ -53,9 +61,25 @@ class Done:
 class Failed:
     code: str
     message: str
+    #: The partial reply stored with what was streamed before the failure, if any text came.
+    partial: MessageRow | None = None
+    #: The kept (``meta.failed``) input when no text came.
+    input_message_id: str | None = None
 
 
 GenerationEvent = Token | Done | Failed
+
+
+@dataclass(slots=True)
+class _Running:
+    """A started turn: its hold on the chat and the user message it answers."""
+
+    hold: TurnHold
+    input_id: str
+
+
+def _status_of(code: str) -> int:
+    return 504 if code == PROVIDER_TIMEOUT else 502
 
 
 def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
@@ -105,13 +129,19 @@ class Generations:
         *,
         client_factory: ClientFactory = make_client,
         compactor: Compactor | None = None,
+        turn_policy: TurnPolicy | None = None,
+        heartbeat_seconds: float = DEFAULT_HEARTBEAT,
         **client_options: Any,
     ) -> None:
         self.db = db
         self.client_factory = client_factory
         self.client_options = client_options
         self.compactor = compactor
+        self.turns = ChatTurns(db, turn_policy)
+        #: Seconds between SSE comment heartbeats while a stream has nothing to send.
+        self.heartbeat_seconds = heartbeat_seconds
         self._background: set[asyncio.Task[Any]] = set()
+        self._running: dict[str, _Running] = {}
         #: Provider tokenizers (T5): probed once per provider and model, their counts cached by content.
         self.server_counting = ServerCounting()
 
@@ -125,7 +155,7 @@ class Generations:
         """Fetch the server's counts of the coming prompt in a read-only pass, so that the turn's own
         transaction (which holds the write lock) makes no tokenize call."""
         counting = self.counting
-        async with self.db.session() as session:
+        async with self.db.session(write=False) as session:
             repos = Repositories(session)
             chat, bot = await chat_and_bot(repos, chat_id)
             model, provider = await resolve_model(repos, bot)
@@ -175,7 +205,7 @@ class Generations:
     async def preview(
         self, *, chat_id: str | None, bot_id: str | None, draft: str, max_tokens: int | None
     ) -> dict[str, Any]:
-        async with self.db.session() as session:
+        async with self.db.session(write=False) as session:  # a preview only reads (A5)
             repos = Repositories(session)
             chat: ChatRow | None = None
             if chat_id is not None:
@@ -199,17 +229,47 @@ class Generations:
 
     # -- generation ---------------------------------------------------------------------------------------
 
-    async def start(self, chat_id: str, content: str, max_tokens: int | None) -> tuple[str, Turn, PipelineResult]:
-        """Append the input, build the prompt and prepare the audit; raise before anything is sent."""
+    async def start(
+        self, chat_id: str, content: str | None, max_tokens: int | None, *, retry_of: str | None = None
+    ) -> tuple[str, Turn, PipelineResult]:
+        """Wait for the chat's turn, append the input (or take back the failed input ``retry_of``), build the
+        prompt and prepare the audit; raise before anything is sent. The turn is held until :meth:`stream`
+        (or :meth:`complete`) ends; a caller that does neither must call :meth:`end`."""
+        hold = await self.turns.acquire(chat_id)
+        try:
+            generation_id, turn, result, input_id = await self._prepare(chat_id, content, max_tokens, retry_of)
+        except BaseException:
+            await hold.release()
+            raise
+        self._running[generation_id] = _Running(hold, input_id)
+        return generation_id, turn, result
+
+    async def end(self, generation_id: str) -> None:
+        """Give the chat's turn back (idempotent)."""
+        running = self._running.pop(generation_id, None)
+        if running is not None:
+            await running.hold.release()
+
+    def _input_id(self, generation_id: str) -> str | None:
+        running = self._running.get(generation_id)
+        return running.input_id if running else None
+
+    async def _prepare(
+        self, chat_id: str, content: str | None, max_tokens: int | None, retry_of: str | None
+    ) -> tuple[str, Turn, PipelineResult, str]:
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
         note = await self._compact_before_send(chat_id)
-        await self._warm_counts(chat_id, content, max_tokens)
+        await self._warm_counts(chat_id, content or "", max_tokens)
         counting = self.counting
         async with self.db.session() as session:
             repos = Repositories(session)
             chat, bot = await chat_and_bot(repos, chat_id)
-            await repos.messages.append(chat.id, {"role": "user", "content": content})
+            if retry_of is not None:
+                input_row = await retry_input(repos, chat.id, retry_of)
+            else:
+                input_row = await repos.messages.append(chat.id, {"role": "user", "content": content or ""})
+            input_id = input_row.id
             turn = await load_turn(
                 repos, bot=bot, chat=chat, draft=None, max_tokens=max_tokens, preview=False, server_counting=counting
             )
@@ -222,7 +282,8 @@ class Generations:
                 failure = (_failed_payload(turn, error), error)  # read the rows before the rollback expires them
                 await session.rollback()  # the input is not stored: the request is rejected
             else:
-                await repos.audits.prepare(chat.id, generation_id, preview_payload(turn, result))
+                payload = {**preview_payload(turn, result), "input_message_id": input_id}
+                await repos.audits.prepare(chat.id, generation_id, payload)
         if failure is not None:
             payload, budget_error = failure
             async with self.db.session() as session:
@@ -230,7 +291,7 @@ class Generations:
                 await repos.audits.prepare(chat_id, generation_id, payload)
                 await repos.audits.finish(chat_id, generation_id, "failed", error_code=budget_error.code)
             raise budget_error
-        return generation_id, turn, result
+        return generation_id, turn, result, input_id
 
     def _client(self, turn: Turn) -> ProviderClient:
         assert turn.provider is not None
@@ -259,33 +320,53 @@ class Generations:
         profile: TokenizerProfile | None = None,
         audit_updates: dict[str, Any] | None = None,
     ) -> tuple[MessageRow, dict[str, Any] | None]:
+        """The reply and the audit's completion in one transaction, retried until it is stored (N5)."""
         usage = usage_of(reply, result, profile)
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": reply.text,
-            "meta": {
-                "generation_id": generation_id,
-                "finish_reason": reply.finish_reason,
-                "usage": usage,
-                "token_budget": result.budget,
-                "context_strategy": result.context_strategy,
-                "excluded_context_count": result.excluded_count,
-            },
-        }
-        if reply.tool_calls:
-            message["tool_calls"] = [c.to_dict() for c in reply.tool_calls]
-        async with self.db.session() as session:
-            repos = Repositories(session)
+        message = reply_message(
+            reply_meta(generation_id, self._input_id(generation_id), reply.finish_reason, usage, result), reply
+        )
+
+        async def write(repos: Repositories) -> MessageRow:
             row = await repos.messages.append(chat_id, message)
-            await repos.audits.finish(chat_id, generation_id, "completed", usage=usage, payload_updates=audit_updates)
+            updates = {**(audit_updates or {}), "reply_message_id": row.id}
+            await repos.audits.finish(chat_id, generation_id, "completed", usage=usage, payload_updates=updates)
             await repos.compaction.add_usage(
                 chat_id,
                 input_tokens=usage["input_tokens"] if usage else 0,
                 cached_tokens=usage["cached_input_tokens"] if usage else 0,
                 tools=[c.name for c in reply.tool_calls],
             )
+            return row
+
+        row = await persist(self.db, write, what="a reply")
         self._after_turn(chat_id)
         return row, usage
+
+    async def _store_partial(
+        self,
+        chat_id: str,
+        generation_id: str,
+        text: str,
+        result: PipelineResult,
+        error: ProviderError | None,
+        audit_updates: dict[str, Any] | None = None,
+    ) -> MessageRow:
+        """What was streamed before the provider failed (``error``) or the user stopped (None), kept."""
+        reason = "provider_error" if error is not None else "cancelled"
+        code = error.code if error is not None else None
+        meta = reply_meta(generation_id, self._input_id(generation_id), "interrupted", None, result)
+        message = partial_message(meta, text, reason, code)
+
+        async def write(repos: Repositories) -> MessageRow:
+            row = await repos.messages.append(chat_id, message)
+            status = "failed" if error is not None else "cancelled"
+            updates = {**(audit_updates or {}), "reply_message_id": row.id}
+            await repos.audits.finish(
+                chat_id, generation_id, status, error_code=code or "GENERATION_CANCELLED", payload_updates=updates
+            )
+            return row
+
+        return await persist(self.db, write, what="a partial reply")
 
     async def finish_failed(
         self,
@@ -296,16 +377,36 @@ class Generations:
         cancelled: bool = False,
         audit_updates: dict[str, Any] | None = None,
     ) -> None:
-        with anyio.CancelScope(shield=True):
-            async with self.db.session() as session:
-                status = "cancelled" if cancelled else "failed"
-                error_code = "GENERATION_CANCELLED" if cancelled else code
-                await Repositories(session).audits.finish(
-                    chat_id, generation_id, status, error_code=error_code, payload_updates=audit_updates
-                )
+        """End the audit as failed (or cancelled) and keep the input, marked ``meta.failed`` (N5)."""
+        status = "cancelled" if cancelled else "failed"
+        error_code = "GENERATION_CANCELLED" if cancelled else code
+        input_id = self._input_id(generation_id)
 
-    async def complete(self, chat_id: str, content: str, max_tokens: int | None) -> Done:
-        generation_id, turn, result = await self.start(chat_id, content, max_tokens)
+        async def write(repos: Repositories) -> None:
+            if input_id is not None:
+                await repos.messages.patch(chat_id, input_id, {"meta": {FAILED: {"code": error_code}}})
+            await repos.audits.finish(
+                chat_id, generation_id, status, error_code=error_code, payload_updates=audit_updates
+            )
+
+        await persist(self.db, write, what="a failed turn")
+
+    def _turn_failed(self, generation_id: str, error: ProviderError) -> TurnFailed:
+        return TurnFailed(
+            _status_of(error.code), error.code, error.message, input_message_id=self._input_id(generation_id)
+        )
+
+    async def complete(
+        self, chat_id: str, content: str | None, max_tokens: int | None, *, retry_of: str | None = None
+    ) -> Done:
+        generation_id, turn, result = await self.start(chat_id, content, max_tokens, retry_of=retry_of)
+        try:
+            return await self._complete(chat_id, generation_id, turn, result)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.end(generation_id)
+
+    async def _complete(self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult) -> Done:
         retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
         while True:
             client = self._client(turn)
@@ -322,7 +423,7 @@ class Generations:
                     result = again
                     continue
                 await self.finish_failed(chat_id, generation_id, error.code, audit_updates=retry.updates("failed"))
-                raise
+                raise self._turn_failed(generation_id, error) from None
             except TokenBudgetExceeded:  # count_tokens showed the protected context alone is over (audit finished)
                 raise
             except BaseException:
@@ -337,15 +438,36 @@ class Generations:
         await learn(self.db, turn.model, turn.base_profile, result.payload, reply.usage)
         return Done(row, usage)
 
+    def events(
+        self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
+    ) -> AsyncIterator[GenerationEvent | Heartbeat]:
+        """:meth:`stream` run in a task of its own, started now, with a :class:`Heartbeat` whenever nothing
+        came for ``heartbeat_seconds``. Closing the iterator early (the client went away) cancels the turn,
+        which keeps what was streamed; an iterator never read still runs the turn to its end and stores it."""
+        pump = EventPump(self.stream(chat_id, generation_id, turn, result), self.heartbeat_seconds)
+        self._background.add(pump.task)
+        pump.task.add_done_callback(self._background.discard)
+        return pump.events()
+
     async def stream(
         self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
     ) -> AsyncIterator[GenerationEvent]:
         """Stream one prepared generation; cancelling the consumer cancels the provider call."""
+        try:
+            async for event in self._stream(chat_id, generation_id, turn, result):
+                yield event
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.end(generation_id)
+
+    async def _stream(
+        self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
+    ) -> AsyncIterator[GenerationEvent]:
         retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
+        streamed: list[str] = []
         while True:
             client = self._client(turn)
             finished: ChatResult | None = None
-            streamed = False
             try:
                 request = self._request(turn, result, stream=True)
                 if (exact := await retry.exact(client, request, result)) is not None:  # T5: count_tokens
@@ -354,7 +476,7 @@ class Generations:
                     async for event in events:
                         if isinstance(event, TextDelta):
                             if event.text:
-                                streamed = True
+                                streamed.append(event.text)
                                 yield Token(event.text)
                         elif isinstance(event, Finished):
                             finished = event.result
@@ -369,14 +491,23 @@ class Generations:
                 if again is not None:
                     result = again
                     continue
-                await self.finish_failed(chat_id, generation_id, error.code, audit_updates=retry.updates("failed"))
-                yield Failed(error.code, error.message)
+                updates = retry.updates("failed")
+                if streamed:  # N5: what came is kept, marked partial
+                    text = "".join(streamed)
+                    partial = await self._store_partial(chat_id, generation_id, text, result, error, updates)
+                    yield Failed(error.code, error.message, partial=partial)
+                else:
+                    await self.finish_failed(chat_id, generation_id, error.code, audit_updates=updates)
+                    yield Failed(error.code, error.message, input_message_id=self._input_id(generation_id))
                 return
             except TokenBudgetExceeded as budget_error:  # from count_tokens (the audit is finished)
                 yield Failed(budget_error.code, budget_error.message)
                 return
             except BaseException:
-                await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
+                if streamed:
+                    await self._store_partial(chat_id, generation_id, "".join(streamed), result, None)
+                else:
+                    await self.finish_failed(chat_id, generation_id, "GENERATION_CANCELLED", cancelled=True)
                 raise
             finally:
                 with anyio.CancelScope(shield=True):

@@ -14,6 +14,7 @@ from ..storage import row_to_message
 from ..storage.tables import MessageRow, SummaryRow
 
 COMMAND_KEY = "command"
+FAILED_KEY = "failed"
 
 
 def summary_message(row: SummaryRow) -> Message:
@@ -30,6 +31,11 @@ def is_command(row: MessageRow) -> bool:
     return bool((row.meta or {}).get(COMMAND_KEY))
 
 
+def is_failed_input(row: MessageRow) -> bool:
+    """A user message whose turn failed before any reply (``meta.failed``): kept, but never sent (N5)."""
+    return bool((row.meta or {}).get(FAILED_KEY))
+
+
 def merge(rows: Sequence[MessageRow], summaries: Sequence[SummaryRow]) -> list[Message]:
     """Rows (oldest first) and active summaries, each summary before the first row newer than its anchor."""
     pending = sorted(summaries, key=lambda s: s.anchor_seq)
@@ -37,7 +43,7 @@ def merge(rows: Sequence[MessageRow], summaries: Sequence[SummaryRow]) -> list[M
     for row in rows:
         while pending and pending[0].anchor_seq <= row.seq:
             out.append(summary_message(pending.pop(0)))
-        if not is_command(row):
+        if not is_command(row) and not is_failed_input(row):
             out.append(row_to_message(row))
     out.extend(summary_message(s) for s in pending)
     return out

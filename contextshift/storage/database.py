@@ -37,6 +37,11 @@ _SAFE_ENGINE_OPTIONS: dict[str, Any] = {"hide_parameters": True}
 
 __all__ = ["Database", "default_database_url", "normalize_url"]
 
+#: Seconds a SQLite connection waits for another connection's lock before giving up.
+DEFAULT_BUSY_TIMEOUT = 30.0
+#: Execution option naming the ``BEGIN`` mode of a SQLite transaction (``IMMEDIATE`` unless set).
+_BEGIN_OPTION = "contextshift_sqlite_begin"
+
 
 class Database:
     """One database (SQLite file or PostgreSQL), migrated to head by :meth:`start`.
@@ -50,6 +55,12 @@ class Database:
     ``CONTEXTSHIFT_INSTANCE_ID`` when set) with a heartbeat every ``heartbeat_interval`` seconds that expires
     after ``heartbeat_expiry`` (defaults 10 and 30, or ``CONTEXTSHIFT_HEARTBEAT_SECONDS`` /
     ``CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS``): see ``liveness`` for what is recovered after a crash.
+
+    SQLite under concurrent writers (N5): the file is in WAL mode (readers never block the writer), every
+    connection waits up to ``sqlite_busy_timeout`` seconds for a lock, and a :meth:`session` that may write
+    starts with ``BEGIN IMMEDIATE``: it takes the write lock up front, waiting its turn, instead of
+    reading under a snapshot and failing with "database is locked" when it later tries to write.
+    ``session(write=False)`` starts a plain deferred transaction for reads, which never wait.
     """
 
     def __init__(
@@ -62,6 +73,7 @@ class Database:
         instance_id: str | None = None,
         heartbeat_interval: float | None = None,
         heartbeat_expiry: float | None = None,
+        sqlite_busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         self.url: URL = normalize_url(url if url is not None else default_database_url())
         self.engine_options: dict[str, Any] = {**_SAFE_ENGINE_OPTIONS, **(engine_options or {})}
@@ -75,6 +87,7 @@ class Database:
             expiry=heartbeat_expiry or heartbeat_expiry_from_env(),
             ownerless_age=stale_audit_age,
         )
+        self.sqlite_busy_timeout = sqlite_busy_timeout
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
 
@@ -108,7 +121,9 @@ class Database:
             )
         engine = create_async_engine(self.url, **self.engine_options)
         if self.dialect == "sqlite":
-            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+            event.listen(engine.sync_engine, "connect", _SQLiteSetup(self.sqlite_busy_timeout, wal=not in_memory))
+            if not in_memory:  # one shared connection in memory: nothing to wait for
+                event.listen(engine.sync_engine, "begin", _sqlite_begin)
         try:
             if in_memory:  # one shared connection: migrate through the service's own engine
                 async with engine.begin() as connection:
@@ -139,13 +154,19 @@ class Database:
         await self.close()
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[AsyncSession]:
-        """A session in one transaction: committed when the block succeeds, rolled back when it raises."""
+    async def session(self, *, write: bool = True) -> AsyncIterator[AsyncSession]:
+        """A session in one transaction: committed when the block succeeds, rolled back when it raises.
+
+        On SQLite a ``write`` session takes the database's write lock when it begins (``BEGIN IMMEDIATE``,
+        waiting up to the busy timeout); ``write=False`` is for blocks that only read.
+        """
         if self._sessions is None:
             raise RuntimeError("the database is not started: await db.start() first")
         async with self._sessions() as session:
             session.info["instance_id"] = self.instance_id  # the owner of audits, logs and leases it starts
             try:
+                if not write and self.dialect == "sqlite":
+                    await session.connection(execution_options={_BEGIN_OPTION: "DEFERRED"})
                 yield session
                 await session.commit()
             except BaseException:
@@ -158,8 +179,27 @@ class Database:
             return await migrate.current_revision(connection)
 
 
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.close()
+class _SQLiteSetup:
+    """Per-connection settings: foreign keys, WAL, the busy timeout, and transactions begun by us."""
+
+    def __init__(self, busy_timeout: float, *, wal: bool) -> None:
+        self.busy_timeout_ms = max(0, int(busy_timeout * 1000))
+        self.wal = wal
+
+    def __call__(self, dbapi_connection: Any, _record: Any) -> None:
+        if self.wal:
+            # The driver's own implicit BEGIN (deferred, before the first write) is turned off: _sqlite_begin
+            # emits BEGIN itself, so a writing transaction holds the write lock from its first statement.
+            dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
+        if self.wal:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    mode = connection.get_execution_options().get(_BEGIN_OPTION, "IMMEDIATE")
+    connection.exec_driver_sql(f"BEGIN {mode}")

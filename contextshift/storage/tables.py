@@ -80,6 +80,8 @@ class ProviderRow(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
     #: T5: ask the provider's count_tokens endpoint (Anthropic) when an estimate is near the budget.
     count_tokens: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
+    #: N5: the longest wait for the provider (first byte, between stream chunks); the turn's deadline.
+    timeout_seconds: Mapped[int] = mapped_column(Integer, nullable=False, default=60, server_default="60")
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
 
@@ -204,6 +206,9 @@ class ChatRow(Base):
     compaction_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: When the last automatic pass failed (the cooldown runs from here).
     compaction_failed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: N5: the generation whose turn runs in this chat, and until when its (renewed) lease holds.
+    turn_owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    turn_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: C14: provider-reported prompt tokens and the cached part of them, over all generations.
     usage_input_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
     usage_cached_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")

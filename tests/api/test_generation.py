@@ -109,7 +109,12 @@ async def test_provider_failures_are_normalized_and_leak_nothing(
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
     streamed = await service.http.post(f"/api/v2/chats/{ids['chat']}/generate", json={"content": "again"})
-    assert sse_events(streamed.text) == [("error", {"code": code, "message": response.json()["error"]["message"]})]
+    [(kind, data)] = sse_events(streamed.text)
+    assert kind == "error" and data["code"] == code and data["message"] == response.json()["error"]["message"]
+    kept = await messages_of(service, ids["chat"])
+    assert data["input_message_id"] == kept[-1]["id"]  # N5: the input is kept, marked failed
+    assert response.json()["error"]["params"]["input_message_id"] == kept[0]["id"]
+    assert [m["meta"]["failed"]["code"] for m in kept] == [code, code]
     audit = await audit_of(service, ids["chat"])
     assert audit["status"] == "failed" and audit["error_code"] == code
     everything = response.text + streamed.text + json.dumps(audit) + caplog.text
@@ -210,7 +215,12 @@ async def test_a_client_that_disconnects_mid_stream_cancels_the_generation(servi
             break
         await asyncio.sleep(0.05)
     assert audit["status"] == "cancelled" and audit["error_code"] == "GENERATION_CANCELLED"
-    assert "assistant" not in [m["role"] for m in await messages_of(service, ids["chat"])]
+    stored = await messages_of(service, ids["chat"])  # N5: what was streamed is kept, marked partial
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    reply = stored[1]
+    assert reply["meta"]["partial"] is True and reply["meta"]["partial_reason"] == "cancelled"
+    assert reply["content"] and "a b c d e f g h i j k l m n o p".startswith(reply["content"])
+    assert reply["reply_to"] == stored[0]["id"] and audit["reply_message_id"] == reply["id"]
 
 
 async def test_an_empty_reply_is_a_failure_not_a_message(service: Service) -> None:

@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from ...core.errors import TokenBudgetExceeded
 from ...service.commands import command_of, run_command
 from ...service.generation import Done, Failed, Token
+from ...service.streaming import Heartbeat
 from .. import schemas as s
 from .. import views
 from ..auth import Caller
@@ -26,8 +27,15 @@ SSE_DESCRIPTION = (
     'With `stream` (the default): `text/event-stream` of `token` events (`{"text"}`), then one `done` '
     'event (`{"message", "usage"}`) or one `error` event (`{"code", "message"}`) for a failure of the turn '
     "itself (TOKEN_BUDGET_EXCEEDED, PROVIDER_*). A request that is wrong before any turn starts (unknown chat, "
-    "invalid body, no usable chat model) gets the JSON error envelope instead, streaming or not."
+    "invalid body, no usable chat model, CHAT_BUSY) gets the JSON error envelope instead, streaming or not. "
+    "While nothing else is sent (waiting for the first token), an SSE comment `: heartbeat` comes every 15 s. "
+    "An `error` after some text carries `partial`: the reply as stored with what was streamed "
+    "(`meta.partial`); one before any text carries `input_message_id`: the input, kept with `meta.failed` "
+    "and left out of later prompts until retried with `retry_of`. A second turn on a chat whose turn is "
+    "still running waits for it (up to 30 s), then gets 409 CHAT_BUSY."
 )
+
+HEARTBEAT = b": heartbeat\n\n"
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -38,7 +46,7 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     "/chats/{chat_id}/generate",
     response_model=s.GenerateOut,
     responses={
-        **error_responses(404, 502, 504),
+        **error_responses(404, 409, 502, 504),
         200: {"description": SSE_DESCRIPTION, "content": {"text/event-stream": {"schema": {"type": "string"}}}},
     },
 )
@@ -46,7 +54,7 @@ async def generate(
     chat_id: str, body: s.GenerateRequest, principal: Caller, service: GenerationService, request: Request
 ) -> Any:
     await check_chat(service.db, principal, chat_id)
-    command = command_of(body.content)
+    command = command_of(body.content) if body.content is not None else None
     if command is not None:  # V4: answered by the service, never by the chat model
         answer = views.message(await run_command(service.db, request.app.state.compactor, chat_id, command))
         if not body.stream:
@@ -58,10 +66,12 @@ async def generate(
 
         return StreamingResponse(answered(), media_type="text/event-stream")
     if not body.stream:
-        done = await service.complete(chat_id, body.content, body.max_tokens)
+        done = await service.complete(chat_id, body.content, body.max_tokens, retry_of=body.retry_of)
         return {"message": views.message(done.message), "usage": views.usage(done.usage)}
     try:
-        generation_id, turn, result = await service.start(chat_id, body.content, body.max_tokens)
+        generation_id, turn, result = await service.start(
+            chat_id, body.content, body.max_tokens, retry_of=body.retry_of
+        )
     except TokenBudgetExceeded as error:
         failure = {"code": error.code, "message": error.message, "params": budget_params(error)}
 
@@ -71,15 +81,22 @@ async def generate(
         return StreamingResponse(rejected(), media_type="text/event-stream")
 
     async def events() -> AsyncIterator[bytes]:
-        async for event in service.stream(chat_id, generation_id, turn, result):
-            if isinstance(event, Token):
+        async for event in service.events(chat_id, generation_id, turn, result):
+            if isinstance(event, Heartbeat):
+                yield HEARTBEAT
+            elif isinstance(event, Token):
                 yield _sse("token", {"text": event.text})
             elif isinstance(event, Done):
                 message = views.message(event.message).model_dump(mode="json")
                 usage = views.usage(event.usage)
                 yield _sse("done", {"message": message, "usage": usage.model_dump() if usage else None})
             elif isinstance(event, Failed):
-                yield _sse("error", {"code": event.code, "message": event.message})
+                failure: dict[str, Any] = {"code": event.code, "message": event.message}
+                if event.partial is not None:
+                    failure["partial"] = views.message(event.partial).model_dump(mode="json")
+                if event.input_message_id is not None:
+                    failure["input_message_id"] = event.input_message_id
+                yield _sse("error", failure)
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 

@@ -20,6 +20,7 @@ from .memories import MemoryRepository
 from .messages import MessagePage, MessageRepository
 from .providers import ModelRepository, ProviderRepository
 from .proxy_audits import ProxyAuditRepository
+from .turns import TurnRepository
 from .users import Issued, NameTaken, TokenRepository, UserRepository, hash_secret, new_secret
 from .window import RecentWindow, recent_window, token_counts
 
@@ -42,6 +43,7 @@ class Repositories:
         self.tokens = TokenRepository(session)
         self.calibrations = CalibrationRepository(session)
         self.proxy_audits = ProxyAuditRepository(session)
+        self.turns = TurnRepository(session)
 
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "RecentWindow",
     "Repositories",
     "TokenRepository",
+    "TurnRepository",
     "UserRepository",
     "hash_secret",
     "merge_meta",

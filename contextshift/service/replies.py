@@ -1,0 +1,121 @@
+"""What a turn leaves behind (N5): the reply, kept whatever happens once the provider has answered.
+
+- A reply is stored in the same transaction as the audit's completion (:func:`persist`), and storing it
+  is retried on database errors, shielded from cancellation: a reply the provider produced is never
+  dropped because the database was briefly busy or the client went away.
+- A reply cut off mid-stream (the provider dropped, stalled or sent garbage) or stopped by the user
+  (client disconnect) is stored with what was streamed: ``meta.partial`` is true and ``meta.partial_reason``
+  says why (``provider_error`` with ``meta.error_code``, or ``cancelled``). It counts as history.
+- A turn that failed before any text keeps its input: the user message gets ``meta.failed`` (the error
+  code) and is left out of later prompts (:func:`is_failed_input`) until it is retried.
+- Every assistant message records the user message it answers in ``meta.reply_to``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from ..providers import ChatResult
+from ..storage import Database, Repositories
+from ..storage.tables import MessageRow
+from .errors import ServiceError
+from .history import FAILED_KEY, is_failed_input
+
+log = logging.getLogger("contextshift.generation")
+
+T = TypeVar("T")
+
+#: The meta keys a turn writes.
+REPLY_TO = "reply_to"
+PARTIAL = "partial"
+PARTIAL_REASON = "partial_reason"
+FAILED = FAILED_KEY
+
+#: How often storing a turn's outcome is tried, and the longest pause between attempts (seconds).
+STORE_ATTEMPTS = 8
+STORE_BACKOFF_MAX = 2.0
+
+
+async def persist(db: Database, write: Callable[[Repositories], Awaitable[T]], *, what: str) -> T:
+    """Run ``write`` in one transaction, retried on database errors (bounded), shielded from cancellation."""
+    pause = 0.05
+    with anyio.CancelScope(shield=True):
+        for attempt in range(1, STORE_ATTEMPTS + 1):
+            try:
+                async with db.session() as session:
+                    return await write(Repositories(session))
+            except IntegrityError:
+                raise  # the same write would fail again
+            except DBAPIError as error:
+                if attempt == STORE_ATTEMPTS:
+                    log.error("storing %s failed %d times (%s); giving up", what, attempt, type(error.orig).__name__)
+                    raise
+                log.warning("storing %s failed (%s); retry %d", what, type(error.orig).__name__, attempt)
+                await asyncio.sleep(pause)
+                pause = min(STORE_BACKOFF_MAX, pause * 2)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def reply_meta(
+    generation_id: str, reply_to: str | None, finish_reason: str, usage: dict[str, Any] | None, result: Any
+) -> dict[str, Any]:
+    return {
+        "generation_id": generation_id,
+        REPLY_TO: reply_to,
+        "finish_reason": finish_reason,
+        "usage": usage,
+        "token_budget": result.budget,
+        "context_strategy": result.context_strategy,
+        "excluded_context_count": result.excluded_count,
+    }
+
+
+def reply_message(meta: dict[str, Any], reply: ChatResult) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "meta": meta}
+    if reply.tool_calls:
+        message["tool_calls"] = [c.to_dict() for c in reply.tool_calls]
+    return message
+
+
+def partial_message(meta: dict[str, Any], text: str, reason: str, error_code: str | None) -> dict[str, Any]:
+    marks: dict[str, Any] = {PARTIAL: True, PARTIAL_REASON: reason, "finish_reason": "interrupted"}
+    if error_code is not None:
+        marks["error_code"] = error_code
+    return {"role": "assistant", "content": text, "meta": {**meta, **marks}}
+
+
+class TurnFailed(ServiceError):
+    """A provider failure of a turn whose input was stored: the error says the input is kept (and where)."""
+
+    def __init__(self, status: int, code: str, message: str, *, input_message_id: str | None) -> None:
+        params: dict[str, Any] = {}
+        if input_message_id is not None:
+            params = {"input_message_id": input_message_id, "input_kept": True, "retry_with": "retry_of"}
+        super().__init__(status, code, message, **params)
+
+
+async def retry_input(repos: Repositories, chat_id: str, message_id: str) -> MessageRow:
+    """The failed input ``message_id`` made current again (``meta.failed`` cleared) for a retried turn.
+
+    Only the chat's newest message can be retried, and only if its turn failed (409 ``RETRY_NOT_POSSIBLE``).
+    """
+    row = await repos.messages.get(message_id, chat_id)
+    if row is None:
+        raise ServiceError(404, "MESSAGE_NOT_FOUND", f"No message with id {message_id!r}.", message_id=message_id)
+    newest = await repos.messages.list_page(chat_id, limit=1)
+    if row.role != "user" or not is_failed_input(row) or not newest.rows or newest.rows[0].id != row.id:
+        raise ServiceError(
+            409,
+            "RETRY_NOT_POSSIBLE",
+            "Only the newest message of the chat, a user message whose turn failed, can be retried.",
+            message_id=message_id,
+        )
+    patched = await repos.messages.patch(chat_id, message_id, {"meta": {FAILED: None}})
+    assert patched is not None
+    return patched
