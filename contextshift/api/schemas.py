@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     Threshold = int
     Order = int
     LoreDepth = int
+    TimeoutSeconds = int
 else:
     TokenCount = _integer(1, 10_000_000)
     Reserve = _integer(1, 1_000_000)  # also max_tokens
@@ -113,12 +114,17 @@ else:
     Threshold = _integer(0, 10_000_000)
     Order = _integer(-1_000_000, 1_000_000)
     LoreDepth = _integer(0, 10_000)
+    TimeoutSeconds = _integer(1, 600)
 
 ModelType = Literal["chat", "embedding", "image"]
 ChatType = Literal["chat", "discuss", "pipeline"]
 Position = Literal["before", "after", "depth"]
 
 Name = Field(min_length=1, max_length=200)
+TIMEOUT_SECONDS = (
+    "N5: seconds, the longest wait for the provider (first byte, between stream chunks); the whole turn gets "
+    "5 times this"
+)
 
 
 class Strict(BaseModel):
@@ -144,6 +150,7 @@ class ProviderCreate(Strict):
     api_key: Text | None = Field(default=None, max_length=4000)
     enabled: bool = True
     count_tokens: bool = Field(default=False, description=COUNT_TOKENS)
+    timeout_seconds: TimeoutSeconds = Field(default=60, description=TIMEOUT_SECONDS)
 
 
 class ProviderPatch(Strict):
@@ -155,6 +162,7 @@ class ProviderPatch(Strict):
     api_key: Text | None = Field(default=None, max_length=4000, description="A new key; an empty string removes it")
     enabled: bool | None = None
     count_tokens: bool | None = Field(default=None, description=COUNT_TOKENS)
+    timeout_seconds: TimeoutSeconds | None = Field(default=None, description=TIMEOUT_SECONDS)
 
 
 class ProviderOut(BaseModel):
@@ -166,6 +174,7 @@ class ProviderOut(BaseModel):
     has_api_key: bool
     enforces_output_limit: bool
     count_tokens: bool
+    timeout_seconds: int
     created_at: datetime
 
 

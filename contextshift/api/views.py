@@ -35,6 +35,7 @@ def provider(row: ProviderRow) -> s.ProviderOut:
         has_api_key=bool(row.api_key),
         enforces_output_limit=enforces_output_limit(row.kind),
         count_tokens=row.count_tokens,
+        timeout_seconds=row.timeout_seconds,
         created_at=row.created_at,
     )
 

@@ -257,8 +257,11 @@ def error_from_transport(exc: httpx.RequestError | httpx.InvalidURL) -> Provider
     """Timeouts, refused connections and broken streams."""
     kind = type(exc).__name__
     if isinstance(exc, httpx.TimeoutException):
-        phase = "connect to" if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout) else "get an answer from"
-        return ProviderError(PROVIDER_TIMEOUT, f"Timed out trying to {phase} the provider.", retryable=True)
+        # N5: a request that reached the provider (read or write timeout) may be running and billed there:
+        # it is never sent again. One that never left (connect, pool) is retried.
+        unsent = isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout)
+        phase = "connect to" if unsent else "get an answer from"
+        return ProviderError(PROVIDER_TIMEOUT, f"Timed out trying to {phase} the provider.", retryable=unsent)
     if isinstance(exc, httpx.ConnectError):
         return ProviderError(PROVIDER_UNAVAILABLE, "Could not connect to the provider.", retryable=True)
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError | httpx.CloseError):

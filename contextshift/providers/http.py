@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import random
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from .base import ChatRequest, ChatResult, Finished, ProviderError, StreamEvent, TextDelta
+from .base import PROVIDER_TIMEOUT, ChatRequest, ChatResult, Finished, ProviderError, StreamEvent, TextDelta
 from .errors import empty_stream, error_from_event, error_from_status, error_from_transport, malformed
 from .sse import SSEEvent, read_events
 
@@ -35,15 +36,53 @@ MAX_ERROR_BODY = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
-    """Seconds. ``read`` bounds each wait for bytes (so a long stream is fine while tokens keep coming)."""
+    """Seconds. ``read`` bounds each wait for bytes (so a long stream is fine while tokens keep coming).
+
+    ``total`` (None: no limit) is the deadline of a whole call: every attempt, the pauses between them and
+    the stream to its end. A retry that could not finish before it is not made; a stream still running at
+    the deadline fails with ``PROVIDER_TIMEOUT``.
+    """
 
     connect: float = 10.0
     read: float = 120.0
     write: float = 30.0
     pool: float = 10.0
+    total: float | None = None
 
-    def to_httpx(self) -> httpx.Timeout:
-        return httpx.Timeout(connect=self.connect, read=self.read, write=self.write, pool=self.pool)
+    @classmethod
+    def for_provider(cls, timeout_seconds: float, *, total_factor: float = 5.0) -> Timeouts:
+        """N5: a provider's ``timeout_seconds`` as the longest wait (connect at most 10 s), and
+        ``total_factor`` times it as the deadline of the whole call."""
+        return cls(
+            connect=min(10.0, timeout_seconds),
+            read=timeout_seconds,
+            write=timeout_seconds,
+            pool=timeout_seconds,
+            total=timeout_seconds * total_factor,
+        )
+
+    def to_httpx(self, remaining: float | None = None) -> httpx.Timeout:
+        """The per-request timeouts, none longer than ``remaining`` (seconds left before the deadline)."""
+
+        def cap(value: float) -> float:
+            return value if remaining is None else max(0.001, min(value, remaining))
+
+        return httpx.Timeout(connect=cap(self.connect), read=cap(self.read), write=cap(self.write), pool=cap(self.pool))
+
+
+class _Deadline:
+    """Seconds left of a call's ``Timeouts.total`` (None: no deadline)."""
+
+    def __init__(self, total: float | None) -> None:
+        self.at = None if total is None else time.monotonic() + total
+
+    def remaining(self) -> float | None:
+        return None if self.at is None else self.at - time.monotonic()
+
+    def check(self) -> None:
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise ProviderError(PROVIDER_TIMEOUT, "The provider did not finish within the turn's deadline.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,12 +236,14 @@ class HTTPProviderClient(ABC):
 
     async def complete(self, request: ChatRequest) -> ChatResult:
         body = self.request_body(replace(request, stream=False))
+        deadline = _Deadline(self.timeouts.total)
         attempt = 0
         while True:
             logger.debug("provider %s: request for model %s (attempt %d)", self.kind, request.model, attempt + 1)
             try:
+                deadline.check()
                 response = await self._client.post(
-                    self.url, json=body, headers=self._headers(), timeout=self.timeouts.to_httpx()
+                    self.url, json=body, headers=self._headers(), timeout=self.timeouts.to_httpx(deadline.remaining())
                 )
                 if response.status_code >= 400:
                     raise error_from_status(response.status_code, response.content[:MAX_ERROR_BODY], response.headers)
@@ -211,7 +252,7 @@ class HTTPProviderClient(ABC):
                 error = exc
             except (httpx.RequestError, httpx.InvalidURL) as exc:
                 error = error_from_transport(exc)
-            await self._before_retry(attempt, _clean(error))
+            await self._before_retry(attempt, _clean(error), deadline)
             attempt += 1
 
     def _result_of(self, payload: Any) -> ChatResult:
@@ -226,13 +267,15 @@ class HTTPProviderClient(ABC):
     async def _stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
         body = self.request_body(replace(request, stream=True))
         headers = {**self._headers(), "accept": "text/event-stream"}
+        deadline = _Deadline(self.timeouts.total)
         attempt = 0
         while True:
             logger.debug("provider %s: stream for model %s (attempt %d)", self.kind, request.model, attempt + 1)
             started = False
             try:
+                deadline.check()
                 async with self._client.stream(
-                    "POST", self.url, json=body, headers=headers, timeout=self.timeouts.to_httpx()
+                    "POST", self.url, json=body, headers=headers, timeout=self.timeouts.to_httpx(deadline.remaining())
                 ) as response:
                     if response.status_code >= 400:
                         raw = await _read_capped(response)
@@ -248,6 +291,7 @@ class HTTPProviderClient(ABC):
                         events = 0
                         async for event in read_events(response.aiter_lines()):
                             events += 1
+                            deadline.check()
                             for delta in parser.feed(event):
                                 started = True
                                 yield delta
@@ -267,12 +311,17 @@ class HTTPProviderClient(ABC):
             if started:
                 logger.warning("provider %s: stream failed after text was sent (%s)", self.kind, error.code)
                 raise error
-            await self._before_retry(attempt, error)
+            await self._before_retry(attempt, error, deadline)
             attempt += 1
 
-    async def _before_retry(self, attempt: int, error: ProviderError) -> None:
-        """Sleep before the next attempt, or raise ``error`` when it must not be retried."""
+    async def _before_retry(self, attempt: int, error: ProviderError, deadline: _Deadline | None = None) -> None:
+        """Sleep before the next attempt, or raise ``error`` when it must not be retried (or the next
+        attempt could not start before the deadline)."""
         wait = self.retry.delay(attempt, error)
+        left = deadline.remaining() if deadline is not None else None
+        if wait is not None and left is not None and wait >= left:
+            logger.info("provider %s: no time left before the deadline for a retry (%s)", self.kind, error.code)
+            wait = None
         if wait is None:
             logger.info("provider %s: request failed (%s, status %s)", self.kind, error.code, error.status)
             raise error

@@ -26,7 +26,16 @@ import anyio
 from ..core.errors import TokenBudgetExceeded
 from ..core.tokens import TokenizerProfile
 from ..pipeline import PipelineResult
-from ..providers import ChatRequest, ChatResult, Finished, ProviderClient, ProviderError, TextDelta, make_client
+from ..providers import (
+    ChatRequest,
+    ChatResult,
+    Finished,
+    ProviderClient,
+    ProviderError,
+    TextDelta,
+    Timeouts,
+    make_client,
+)
 from ..providers.base import PROVIDER_TIMEOUT
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
@@ -295,9 +304,10 @@ class Generations:
 
     def _client(self, turn: Turn) -> ProviderClient:
         assert turn.provider is not None
-        return self.client_factory(
-            turn.provider.kind, turn.provider.base_url, turn.provider.api_key, **self.client_options
-        )
+        options = dict(self.client_options)
+        if "timeouts" not in options:  # N5: the provider's own deadline, unless the service was given one
+            options["timeouts"] = Timeouts.for_provider(turn.provider.timeout_seconds)
+        return self.client_factory(turn.provider.kind, turn.provider.base_url, turn.provider.api_key, **options)
 
     @staticmethod
     def _request(turn: Turn, result: PipelineResult, stream: bool) -> ChatRequest:

@@ -52,6 +52,8 @@ class Reply:
     chunks: Sequence[str] | None = None
     #: Drop the connection after this many streamed text chunks (a broken stream).
     abort_after: int | None = None
+    #: Stop sending (without closing) after this many streamed text chunks, until the client goes away.
+    hang_after: int | None = None
     model: str | None = None
 
 

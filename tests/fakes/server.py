@@ -368,6 +368,9 @@ class FakeProvider:
                 sent_text += 1
                 if reply.abort_after is not None and sent_text >= reply.abort_after:
                     return  # uvicorn closes the connection: an incomplete chunked body
+                if reply.hang_after is not None and sent_text >= reply.hang_after:
+                    await conn.gone.wait()  # a stalled stream: nothing more until the client gives up
+                    return
                 if not await conn.pause(reply.chunk_delay):
                     return
         await conn.body(b"")

@@ -180,28 +180,33 @@ async def test_retry_after_beyond_the_cap_is_not_waited_for(
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("stream", [False, True])
-async def test_read_timeout_maps_to_provider_timeout_and_is_retried(
+async def test_read_timeout_maps_to_provider_timeout_and_is_not_retried(
     kind: str,
     stream: bool,
     client_for: ClientFactory,
     fake_provider: FakeProvider,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """N5: the request reached the provider (it may be running and billed there): never sent again."""
     caplog.set_level(logging.DEBUG)
     fake_provider.script(Reply("late", delay=3), Reply("late", delay=3))
     error = await failure(client_for(kind, retries=1, read_timeout=0.3), kind, stream)
     assert error.code == PROVIDER_TIMEOUT
-    assert error.retryable
-    assert len(fake_provider.requests) == 2
-    # The client gave up on both before the fake finished either reply.
-    assert not any(request.completed.is_set() for request in fake_provider.requests)
+    assert not error.retryable
+    assert len(fake_provider.requests) == 1
+    assert not fake_provider.requests[0].completed.is_set()  # given up before the fake finished
     assert_clean(error, caplog)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_timeout_then_success(kind: str, client_for: ClientFactory, fake_provider: FakeProvider) -> None:
+async def test_a_late_reply_is_not_asked_for_twice(
+    kind: str, client_for: ClientFactory, fake_provider: FakeProvider
+) -> None:
     fake_provider.script(Reply("late", delay=3), Reply("on time"))
-    assert await call(client_for(kind, retries=1, read_timeout=0.3), kind, False) == ["on time"]
+    with pytest.raises(ProviderError) as caught:
+        await call(client_for(kind, retries=1, read_timeout=0.3), kind, False)
+    assert caught.value.code == PROVIDER_TIMEOUT
+    assert len(fake_provider.requests) == 1 and fake_provider.pending == 1
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -329,7 +334,8 @@ def test_transport_errors_map_to_codes() -> None:
     for exc, code in cases:
         mapped = error_from_transport(exc)
         assert mapped.code == code, exc
-        assert mapped.retryable is (code != PROVIDER_BAD_REQUEST)
+        sent = isinstance(exc, httpx.ReadTimeout)  # N5: it reached the provider
+        assert mapped.retryable is (code != PROVIDER_BAD_REQUEST and not sent)
 
 
 def test_retry_after_parsing() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..errors import NotFound
+from ..errors import InvalidValue, NotFound
 from ..tables import MODEL_TYPES, PROVIDER_KINDS, ModelRow, ProviderRow
 from ._common import (
     Validator,
@@ -21,10 +21,25 @@ from ._common import (
     boolean,
     choice,
     execute_rowcount,
+    integer,
     optional_positive,
     optional_text,
     text_value,
 )
+
+#: Bounds and default of a provider's ``timeout_seconds`` (N5).
+MIN_TIMEOUT_SECONDS = 1
+MAX_TIMEOUT_SECONDS = 600
+DEFAULT_TIMEOUT_SECONDS = 60
+
+
+def _timeout_seconds(field: str, value: Any) -> int:
+    """N5: 1-600 seconds."""
+    seconds = integer(field, value, minimum=MIN_TIMEOUT_SECONDS)
+    if seconds > MAX_TIMEOUT_SECONDS:
+        raise InvalidValue(field, f"must be at most {MAX_TIMEOUT_SECONDS}")
+    return seconds
+
 
 _PROVIDER_FIELDS: dict[str, Validator] = {
     "name": partial(text_value, required=True, max_length=200),
@@ -33,7 +48,9 @@ _PROVIDER_FIELDS: dict[str, Validator] = {
     "api_key": optional_text,
     "enabled": boolean,
     "count_tokens": boolean,
+    "timeout_seconds": _timeout_seconds,
 }
+
 
 _MODEL_FIELDS: dict[str, Validator] = {
     "name": partial(text_value, required=True, max_length=200),
@@ -60,10 +77,12 @@ class ProviderRepository:
         api_key: str | None = None,
         enabled: bool = True,
         count_tokens: bool = False,
+        timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS,
     ) -> ProviderRow:
         row = ProviderRow()
         fields = {"name": name, "kind": kind, "base_url": base_url, "api_key": api_key, "enabled": enabled}
-        apply_changes(row, {**fields, "count_tokens": count_tokens}, _PROVIDER_FIELDS)
+        extra = {"count_tokens": count_tokens, "timeout_seconds": timeout_seconds}
+        apply_changes(row, {**fields, **extra}, _PROVIDER_FIELDS)
         self.session.add(row)
         await self.session.flush()
         return row
@@ -76,7 +95,7 @@ class ProviderRepository:
         return result.all()
 
     async def update(self, provider_id: str, changes: Mapping[str, Any]) -> ProviderRow | None:
-        """Set the given fields (``name``, ``kind``, ``base_url``, ``api_key``, ``enabled``)."""
+        """Set the given fields (``name``, ``kind``, ``base_url``, ``api_key``, ``enabled``, ``timeout_seconds``)."""
         row = await self.get(provider_id)
         if row is None:
             return None
