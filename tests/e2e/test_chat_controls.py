@@ -1,5 +1,6 @@
-"""Chat controls (V5, A1, A2): the stop button cancels a streaming reply, a failed generation is explained in
-plain words in the chat and in the prompt view, the keyboard alone can work the chat, delete asks first."""
+"""Chat controls (V5, A1, A2, N5): the stop button cancels a streaming reply (what came is kept, marked partial),
+a failed generation is explained in plain words in the chat and in the prompt view, the keyboard alone can work
+the chat, delete asks first."""
 
 from __future__ import annotations
 
@@ -37,7 +38,12 @@ def test_stop_button_cancels_the_stream(page: Any, app: App) -> None:
 
     assert app.fake.wait_for(cancelled, timeout=5)
     messages = app.api("GET", f"/chats/{ids['chat']}/messages")["messages"]
-    assert [m["role"] for m in messages] == ["user"], "a stopped reply is not stored"
+    # N5: what was streamed before the stop is kept, marked partial, and the chat shows it so.
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["meta"]["partial"] is True and messages[1]["meta"]["partial_reason"] == "cancelled"
+    assert messages[1]["content"] and SLOW.startswith(messages[1]["content"])
+    page.reload()
+    expect(page.locator(".msg.role-assistant").last).to_contain_text("partial: stopped")
     # The prompt view says it in plain words.
     page.get_by_role("tab", name="Prompt view").click()
     page.get_by_role("button", name="Last prompt").click()

@@ -347,6 +347,15 @@ export async function chatView(main, [chatId], { store, go }) {
     if (m.meta?.command) badges.push(badge("command", "info"));
     if (m.pinned) badges.push(badge("pinned", "pin"));
     if (excludedByUser) badges.push(badge("excluded by you", "warn"));
+    // N5: a reply cut off mid-stream is kept with what came; a failed input is kept but not sent.
+    if (m.meta?.partial) {
+      const why = m.meta.partial_reason === "cancelled" ? "stopped" : "cut off";
+      badges.push(badge(`partial: ${why}`, "warn", { title: "Only what was streamed before the reply ended" }));
+    }
+    if (m.meta?.failed) {
+      const title = `The turn failed (${m.meta.failed.code}); left out of prompts until retried`;
+      badges.push(badge("failed: not sent", "warn", { title }));
+    }
     const recalled = info.recalled?.has(m.id);
     if (summarized) badges.push(badge("summarized", "sum", { title: "Folded into a summary: hidden from prompts, not deleted" }));
     else if (recalled) badges.push(badge(info.kind === "preview" ? "recalled into next prompt" : "recalled", "ok", { title: REASON_WORDS.recalled }));
