@@ -59,7 +59,7 @@ def tool_pair(n: int) -> list[dict[str, Any]]:
 
 def history(kind: str) -> list[dict[str, Any]]:
     if kind == "tools":
-        return [m for n in range(24) for m in tool_pair(n)]
+        return [m for n in range(36) for m in tool_pair(n)]
     text = {"english": english, "code": code, "russian": russian, "chinese": chinese}[kind]
     count = {"english": 60, "code": 40, "russian": 70, "chinese": 90}[kind]
     return [{"role": "user" if n % 2 == 0 else "assistant", "content": text(n)} for n in range(count)]
