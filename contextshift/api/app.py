@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any
@@ -21,10 +21,15 @@ from ..service.generation import ClientFactory, Generations
 from ..service.proxy import ProxyService
 from ..storage import Database
 from ..storage.liveness import instance_id_from_env
+from ..storage.secret_key import current_key, derived_secret
 from ..web import mount_web
+from . import browser
 from .auth import AuthMiddleware, caller
+from .browser import CsrfGuard, TokenLogin, csrf_options
 from .errors import error_responses, install_error_handlers
+from .guard import RequestGuard, allowed_hosts_from_env
 from .limits import RequestLimits, max_body_bytes_from_env
+from .login_limits import DEFAULT_LIMIT, LoginLimiter
 from .routes import bots, catalog, chats, compaction, examples, generation, openai_compat, proxy_audits, users
 
 API_PREFIX = "/api/v2"
@@ -50,6 +55,10 @@ def create_app(
     on_started: Callable[[Bootstrap], None] | None = None,
     max_body_bytes: int | None = None,
     proxy_audit_ttl: timedelta | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    bound_host: str | None = None,
+    secret_key: bytes | None = None,
+    login_limit: str = DEFAULT_LIMIT,
 ) -> FastAPI:
     """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
     a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``.
@@ -60,8 +69,14 @@ def create_app(
     ``proxy_audit_ttl`` is how long the OpenAI-compatible endpoint's audits are kept (default
     ``CONTEXTSHIFT_PROXY_AUDIT_HOURS``, else 24 hours).
     The database made from ``database_url`` is instance ``CONTEXTSHIFT_INSTANCE_ID`` when set (N5).
+    The ``Host`` header must be a loopback name, ``bound_host`` or one of ``allowed_hosts`` (default
+    ``CONTEXTSHIFT_ALLOWED_HOSTS``). ``secret_key`` (default ``CONTEXTSHIFT_SECRET_KEY`` or the data directory's
+    key file) signs the browser's CSRF cookie. ``login_limit`` is how many failed sign-ins a client may make
+    (a ``limits`` string, e.g. ``"20/minute"``) before its attempts are refused for a while.
     """
     token = configured_admin_token(admin_token)
+    key = secret_key if secret_key is not None else current_key()
+    hosts = list(allowed_hosts) if allowed_hosts is not None else allowed_hosts_from_env()
     db = database if database is not None else Database(database_url, instance_id=instance_id_from_env())
     options = dict(client_options or {})
     limit = max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env()
@@ -105,15 +120,25 @@ def create_app(
     app.state.jobs = jobs
     app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
     app.state.proxy = proxy
+    app.state.login_limiter = LoginLimiter(login_limit)
     install_error_handlers(app)
+    # Outermost last: Host/Origin/body type and the security headers, the body limit, the token login
+    # (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.
     app.add_middleware(AuthMiddleware)
-    app.add_middleware(RequestLimits, max_body_bytes=limit)  # outermost: nothing runs for an oversized body
-    # every API operation can refuse a request (400, 422), an oversized body (413) and a caller (401)
-    api = APIRouter(dependencies=API_DEPENDENCIES, responses=error_responses(400, 401, 404, 413, 422, 500))
+    app.add_middleware(CsrfGuard, **csrf_options(derived_secret(key, "csrf")))
+    app.add_middleware(TokenLogin)
+    app.add_middleware(RequestLimits, max_body_bytes=limit)  # nothing behind it runs for an oversized body
+    app.add_middleware(RequestGuard, extra_hosts=hosts, bound_host=bound_host)
+    browser.quiet_tokens_in_access_log()
+    # every API operation can refuse a request (400, 415, 422), an oversized body (413), a caller (401, 403, 429)
+    api = APIRouter(
+        dependencies=API_DEPENDENCIES, responses=error_responses(400, 401, 403, 404, 413, 415, 422, 429, 500)
+    )
     for module in (catalog, bots, chats, generation, compaction, users, proxy_audits, examples):
         api.include_router(module.router)
     app.include_router(api, prefix=API_PREFIX)
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
+    app.include_router(browser.router)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> Health:

@@ -1,15 +1,18 @@
 """Who is calling (N2). :class:`AuthMiddleware` signs in every request under ``/api/`` (and ``/v1/``) before
 anything else reads it, whatever route (or none) answers it, so no route can be left open by mistake.
 
-A missing token is 401 ``AUTH_REQUIRED``, a wrong, revoked or disabled user's token 401 ``AUTH_INVALID``,
-both in the usual envelope and with ``WWW-Authenticate: Bearer``. Routes take the signed-in user as
-``Caller`` (``principal: Caller``); admin-only routes take ``Admin`` (403 ``FORBIDDEN`` for others). The
-:func:`caller` dependency is on every API route, which also puts the bearer scheme in the OpenAPI document.
+A request signs in with ``Authorization: Bearer <token>`` or, without that header, the browser's session
+cookie (whose changes the CSRF check guards). A missing token is 401 ``AUTH_REQUIRED``, a wrong, revoked or
+disabled user's token 401 ``AUTH_INVALID``, both in the usual envelope and with ``WWW-Authenticate: Bearer``.
+Routes take the signed-in user as ``Caller`` (``principal: Caller``); admin-only routes take ``Admin`` (403
+``FORBIDDEN`` for others). The :func:`caller` dependency is on every API route, which also puts the bearer
+scheme in the OpenAPI document.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
@@ -19,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..service.errors import ServiceError
 from ..storage import Database, Repositories
+from ..storage.types import utcnow
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
@@ -28,6 +32,9 @@ bearer_scheme = HTTPBearer(
 )
 
 WWW_AUTHENTICATE = 'Bearer realm="contextshift"'
+#: The browser's session cookie (see ``browser.py``), and how long a session lasts.
+SESSION_COOKIE = "contextshift_session"
+SESSION_LIFETIME = timedelta(days=30)
 #: Paths that need a signed-in user: the API and the OpenAI-compatible endpoint.
 PROTECTED_PREFIXES = ("/api/", "/v1/")
 
@@ -62,14 +69,17 @@ def auth_invalid() -> AuthError:
     return AuthError("AUTH_INVALID", "The token is not valid (wrong, revoked, or its user is disabled).")
 
 
-async def principal_for(db: Database, secret: str) -> Principal | None:
-    """The principal a token secret stands for, or None when it is not a valid token of an enabled user."""
+async def principal_for(db: Database, secret: str, kind: str = "api") -> Principal | None:
+    """The principal a secret stands for, or None when it is not a valid token of that ``kind`` (``api`` for
+    bearer tokens, ``session`` for the browser's cookie) of an enabled user."""
     async with db.session() as session:
         found = await Repositories(session).tokens.find(secret)
     if found is None:
         return None
     token, user = found
-    if user.disabled:
+    if user.disabled or token.kind != kind:
+        return None
+    if kind == "session" and utcnow() - token.created_at > SESSION_LIFETIME:
         return None
     return Principal(user_id=user.id, name=user.name, role=user.role, token_id=token.id)
 
@@ -100,31 +110,38 @@ class AuthMiddleware:
         request = Request(scope)
         try:
             principal = await self.authenticate(request)
-        except AuthError as error:
-            body: dict[str, Any] = {"error": {"code": error.code, "message": error.message, "params": {}}}
+        except ServiceError as error:  # AUTH_REQUIRED, AUTH_INVALID, AUTH_RATE_LIMITED
+            body: dict[str, Any] = {"error": {"code": error.code, "message": error.message, "params": error.params}}
             if request.url.path == "/v1" or request.url.path.startswith("/v1/"):  # OpenAI's shape for its SDKs
                 body = {
                     "error": {
                         "message": error.message,
-                        "type": "invalid_request_error",
-                        "code": "invalid_api_key",
+                        "type": "invalid_request_error" if error.status == 401 else "rate_limit_error",
+                        "code": "invalid_api_key" if error.status == 401 else "rate_limit_exceeded",
                         "param": None,
                     }
                 }
-            await JSONResponse(body, status_code=401, headers=error.headers)(scope, receive, send)
+            headers = getattr(error, "headers", None)
+            await JSONResponse(body, status_code=error.status, headers=headers)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
 
     async def authenticate(self, request: Request) -> Principal:
         header = request.headers.get("authorization")
-        if header is None:
+        cookie = request.cookies.get(SESSION_COOKIE) if header is None else None
+        if header is None and not cookie:
             raise auth_required()
-        secret = bearer_secret(header)
-        if secret is None:
-            raise auth_invalid()
-        found = await principal_for(request.app.state.db, secret)
+        limiter = getattr(request.app.state, "login_limiter", None)
+        if limiter is not None:
+            limiter.check(request)  # a client whose tokens keep failing is refused before any lookup
+        secret = bearer_secret(header) if header is not None else cookie
+        found = None
+        if secret is not None:
+            found = await principal_for(request.app.state.db, secret, kind="api" if header is not None else "session")
         if found is None:
+            if limiter is not None:
+                limiter.failed(request)
             raise auth_invalid()
         return found
 

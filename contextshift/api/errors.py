@@ -118,13 +118,16 @@ def install_error_handlers(app: FastAPI) -> None:
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` entries for the error statuses a route can return."""
     descriptions = {
-        400: "Malformed request body",
+        400: "Malformed request body, or a Host the service does not answer to (HOST_NOT_ALLOWED)",
         401: "No token (AUTH_REQUIRED) or a token that is not valid (AUTH_INVALID)",
-        403: "Not allowed for this user (FORBIDDEN)",
+        403: "Not allowed for this user (FORBIDDEN), from another site (ORIGIN_NOT_ALLOWED) or without the "
+        "browser's CSRF token (CSRF_FAILED)",
         404: "Not found",
         409: "Conflict",
         413: "The request body is over the size limit (PAYLOAD_TOO_LARGE)",
+        415: "The body is not JSON (UNSUPPORTED_MEDIA_TYPE)",
         422: "Validation failed or the prompt does not fit (TOKEN_BUDGET_EXCEEDED)",
+        429: "Too many failed sign-ins from this client (AUTH_RATE_LIMITED)",
         500: "Internal error",
         502: "The provider failed (PROVIDER_* codes)",
         504: "The provider timed out",

@@ -27,6 +27,14 @@ def add_parser(commands: Any) -> None:
         help="database URL: sqlite:///path.db or postgresql://user@host/db (default: CONTEXTSHIFT_DATABASE_URL, "
         "else a SQLite file in the data directory, CONTEXTSHIFT_DATA_DIR or the user data directory)",
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the service also answers to (repeatable; also CONTEXTSHIFT_ALLOWED_HOSTS, "
+        "comma-separated); loopback names and the bound address always work",
+    )
     parser.set_defaults(run=run)
 
 
@@ -52,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..api.app import create_app
+    from ..api.guard import allowed_hosts_from_env
     from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
@@ -61,5 +70,11 @@ def run(args: argparse.Namespace) -> int:
     def announce(started: Bootstrap) -> None:
         print(startup_line(address, display_url(url), started.secret), flush=True)
 
-    uvicorn.run(create_app(url, on_started=announce), host=args.host, port=args.port, log_level="info")
+    app = create_app(
+        url,
+        on_started=announce,
+        allowed_hosts=[*allowed_hosts_from_env(), *args.allowed_host],
+        bound_host=args.host,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0

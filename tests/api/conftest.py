@@ -29,6 +29,10 @@ __all__ = ["backend", "fake_provider", "fake_provider_server", "other_user", "pg
 ADMIN_TOKEN = "cs_test-admin-token-0123456789abcdef"
 
 
+#: The tests send many wrong tokens on purpose: the login rate limit has its own tests (test_login_limits.py).
+TEST_LOGIN_LIMIT = "100000/minute"
+
+
 def bearer(token: str) -> dict[str, str]:
     """The headers that sign a request in with ``token``."""
     return {"Authorization": f"Bearer {token}"}
@@ -132,7 +136,12 @@ def fake(fake_provider: FakeProvider) -> Iterator[FakeProvider]:
 
 @pytest.fixture
 async def service(backend: Backend, fake_provider: FakeProvider) -> AsyncIterator[Service]:
-    app = create_app(database=backend.database(), client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN)
+    app = create_app(
+        database=backend.database(),
+        client_options=CLIENT_OPTIONS,
+        admin_token=ADMIN_TOKEN,
+        login_limit=TEST_LOGIN_LIMIT,
+    )
     with Server(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
             yield Service(url, http, fake_provider, backend)

@@ -115,12 +115,12 @@ def app(tmp_path: Path, fake_llm: FakeProvider) -> Iterator[App]:
 
 @pytest.fixture
 def page(browser: Any, app: App) -> Iterator[Any]:
-    """A laptop-sized page on the app, signed in as the admin; uncaught page errors fail the test."""
-    context = browser.new_context(
-        viewport=LAPTOP, base_url=app.url, reduced_motion="reduce", extra_http_headers=bearer(app.token)
-    )
+    """A laptop-sized page on the app, signed in as the admin the way a user is (the login URL: a session
+    cookie, and the CSRF header on every change); uncaught page errors fail the test."""
+    context = browser.new_context(viewport=LAPTOP, base_url=app.url, reduced_motion="reduce")
     context.set_default_timeout(10_000)
     tab = context.new_page()
+    tab.goto(f"/?token={app.token}")
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
     yield tab

@@ -19,10 +19,12 @@ from ..created import locate, located
 from ..deps import Repos
 from ..envelopes import Deleted
 from ..errors import error_responses
+from ..schemas import Required
 
 router = APIRouter(tags=["users and tokens"], responses=error_responses(400, 422, 500))
 
-UserName = Annotated[str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\x00\s](?:[^\x00]*[^\x00\s])?$")]
+#: At least one non-space character (the same pattern as every other name: JSON Schema's and Python's spaces differ).
+UserName = Annotated[Required, Field(min_length=1, max_length=100)]
 TokenName = Annotated[str, StringConstraints(max_length=200, pattern=r"^[^\x00]*$")]
 Role = Literal["admin", "user"]
 

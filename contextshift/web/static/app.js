@@ -8,6 +8,7 @@ import { botsView, botView, newBotView } from "./js/bots.js";
 import { providersView } from "./js/providers.js";
 import { onboardingView } from "./js/onboarding.js";
 import { endpointView } from "./js/endpoint.js";
+import { signInView } from "./js/signin.js";
 
 // -- sidebar: chats list and "new chat" ------------------------------------------------------------------
 
@@ -195,6 +196,10 @@ async function route() {
   cleanup = null;
   closeMenu();
   const hash = location.hash || "#/";
+  if (hash.startsWith("#/signin")) {
+    signInView(main, { failed: hash.includes("failed") });
+    return;
+  }
   const found = routes.find(([pattern]) => pattern.test(hash));
   document.querySelectorAll(".mainnav a").forEach((a) => {
     a.toggleAttribute("aria-current", false);
@@ -219,6 +224,10 @@ async function route() {
     } else if (typeof result === "function") result();
   } catch (error) {
     if (serial !== routing) return;
+    if (error instanceof ApiError && error.status === 401) {
+      signInView(main);
+      return;
+    }
     const message = error instanceof ApiError ? error.message : String(error?.message || error);
     replace(
       main,

@@ -32,12 +32,22 @@ async function errorOf(response) {
   );
 }
 
+/** The CSRF header a signed-in browser's change carries: the value of the contextshift_csrf cookie. */
+export function csrfHeaders() {
+  const found = document.cookie.split("; ").find((c) => c.startsWith("contextshift_csrf="));
+  return found ? { "X-CSRF-Token": decodeURIComponent(found.slice("contextshift_csrf=".length)) } : {};
+}
+
 export async function request(method, path, body, { signal } = {}) {
   let response;
+  const change = method !== "GET" && method !== "HEAD" ? csrfHeaders() : {};
   try {
     response = await fetch(BASE + path, {
       method,
-      headers: body === undefined ? { Accept: "application/json" } : { "Content-Type": "application/json", Accept: "application/json" },
+      headers:
+        body === undefined
+          ? { Accept: "application/json", ...change }
+          : { "Content-Type": "application/json", Accept: "application/json", ...change },
       body: body === undefined ? undefined : JSON.stringify(body),
       signal,
     });
@@ -75,7 +85,7 @@ export async function generate(chatId, content, handlers, { signal } = {}) {
   try {
     response = await fetch(`${BASE}/chats/${encodeURIComponent(chatId)}/generate`, {
       method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream", ...csrfHeaders() },
       body: JSON.stringify({ content, stream: true }),
       signal,
     });

@@ -28,6 +28,8 @@ export function h(tag, attrs, ...children) {
     } else if (key === "checked" || key === "selected" || key === "disabled" || key === "open" || key === "hidden") {
       el[key] = Boolean(value);
       if (key === "hidden" || key === "disabled") el.toggleAttribute(key, Boolean(value));
+    } else if (key === "style") {
+      el.style.cssText = String(value); // CSSOM, not a style attribute: allowed by the CSP (no inline style)
     } else if (value === true) {
       el.setAttribute(key, "");
     } else {

@@ -1,0 +1,59 @@
+"""N2: failed sign-ins from one client slow down (429 AUTH_RATE_LIMITED), and the log says so without a token."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import httpx
+import pytest
+
+from contextshift.api.app import create_app
+from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Server, bearer
+
+WRONG = "cs_a-wrong-token-guessed-0123456789"
+
+
+async def test_a_client_whose_tokens_keep_failing_is_refused_for_a_while(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="contextshift.auth")
+    app = create_app(
+        f"sqlite:///{tmp_path / 'limits.db'}", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN,
+        login_limit="3/minute",
+    )
+    with Server(app) as url:
+        async with httpx.AsyncClient(base_url=url) as http:
+            assert (await http.get("/api/v2/me", headers=bearer(ADMIN_TOKEN))).status_code == 200  # not counted
+            for _ in range(3):
+                assert (await http.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
+            limited = await http.get("/api/v2/me", headers=bearer(WRONG))
+            assert (limited.status_code, limited.json()["error"]["code"]) == (429, "AUTH_RATE_LIMITED")
+            assert 1 <= int(limited.headers["retry-after"]) <= 60
+            # Over the limit, even a right token waits: guessing cannot go on at any speed.
+            assert (await http.get("/api/v2/me", headers=bearer(ADMIN_TOKEN))).status_code == 429
+            login = await http.get(f"/?token={WRONG}")
+            assert (login.status_code, login.json()["error"]["code"]) == (429, "AUTH_RATE_LIMITED")
+            signin = await http.post("/session", json={"token": ADMIN_TOKEN})
+            assert signin.status_code == 429
+            proxy = await http.get("/v1/models", headers=bearer(ADMIN_TOKEN))
+            assert proxy.status_code == 429 and proxy.json()["error"]["code"] == "rate_limit_exceeded"
+            # Without any token there is nothing to guess: still the plain 401.
+            assert (await http.get("/api/v2/me")).status_code == 401
+    messages = [r.getMessage() for r in caplog.records if r.name == "contextshift.auth"]
+    assert messages.count("failed sign-in from 127.0.0.1") == 3
+    assert any("too many failed sign-ins from 127.0.0.1" in m for m in messages)
+    assert not [m for m in caplog.messages if WRONG in m or ADMIN_TOKEN in m]
+
+
+def test_the_login_url_never_reaches_the_access_log(tmp_path: Path) -> None:
+    create_app(f"sqlite:///{tmp_path / 'log.db'}", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN)
+    access = logging.getLogger("uvicorn.access")
+    # The record uvicorn's access logger makes for a request (its format and arguments).
+    record = access.makeRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "GET", f"/?token={ADMIN_TOKEN}&x=1", "1.1", 303), None,
+    )
+    assert all(f.filter(record) for f in access.filters)
+    line = record.getMessage()
+    assert ADMIN_TOKEN not in line and line == '127.0.0.1:5000 - "GET /?token=[redacted]&x=1 HTTP/1.1" 303'
