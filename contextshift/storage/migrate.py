@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from .urls import normalize_url, sqlite_path
+from .urls import normalize_url, secure_sqlite_file, sqlite_path
 
 MIGRATIONS_PATH = Path(__file__).resolve().parent / "migrations"
 
@@ -80,7 +80,7 @@ async def connect_for_migrations(
         path = sqlite_path(parsed)
         wal = path is not None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            secure_sqlite_file(path)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -26,6 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column, relationship
 
 from ..core.vocabulary import PROVIDER_KINDS
+from .secret_key import EncryptedText
 from .types import UTCDateTime, json_type, new_id, utcnow
 
 MODEL_TYPES = ("chat", "embedding", "image")
@@ -76,7 +77,8 @@ class ProviderRow(Base):
     name: Mapped[str] = mapped_column(String(200), nullable=False)
     kind: Mapped[str] = mapped_column(String(32), nullable=False)
     base_url: Mapped[str] = mapped_column(Text, nullable=False)
-    api_key: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Encrypted at rest with the service's secret key (N2); reads give the plain key, for the client only.
+    api_key: Mapped[str | None] = mapped_column(EncryptedText, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
     #: T5: ask the provider's count_tokens endpoint (Anthropic) when an estimate is near the budget.
     count_tokens: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())

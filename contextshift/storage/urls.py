@@ -58,6 +58,22 @@ def display_url(url: str | URL) -> str:
     return parsed.render_as_string(hide_password=True)
 
 
+def secure_sqlite_file(path: Path) -> None:
+    """Make the SQLite file (created empty when missing) and its WAL and shared-memory files readable by their
+    owner only (0600, N2): they hold every chat. SQLite creates the WAL files with the database file's mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if file.stat().st_mode & 0o077:
+                os.chmod(file, 0o600)
+        except FileNotFoundError:
+            pass
+        except PermissionError:  # not ours (a shared file): leave it as its owner set it
+            pass
+
+
 def sqlite_path(url: URL) -> Path | None:
     """The file of a SQLite URL, or None for an in-memory database or another backend."""
     if not url.drivername.startswith("sqlite"):

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response, status
 
 from ...service.errors import not_found
+from ...service.provider_hosts import check_provider_url
 from .. import schemas as s
 from .. import views
 from ..auth import Admin
@@ -36,6 +37,7 @@ def unchanged_if_null(changes: dict[str, Any], *, nullable: set[str]) -> dict[st
 async def create_provider(
     body: s.ProviderCreate, _admin: Admin, repos: Repos, request: Request, response: Response
 ) -> dict[str, Any]:
+    check_provider_url(body.base_url)
     row = await repos.providers.create(**body.model_dump())
     locate(request, response, "get_provider", provider_id=row.id)
     return {"provider": views.provider(row)}
@@ -57,6 +59,8 @@ async def get_provider(provider_id: str, repos: Repos) -> dict[str, Any]:
 @router.patch("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(403, 404))
 async def patch_provider(provider_id: str, body: s.ProviderPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
     changes = unchanged_if_null(body.model_dump(exclude_unset=True), nullable={"api_key"})
+    if changes.get("base_url") is not None:
+        check_provider_url(changes["base_url"])
     if changes.get("api_key") == "":
         changes["api_key"] = None
     row = await repos.providers.update(provider_id, changes)

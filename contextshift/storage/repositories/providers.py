@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -40,11 +41,18 @@ def _timeout_seconds(field: str, value: Any) -> int:
         raise InvalidValue(field, f"must be at most {MAX_TIMEOUT_SECONDS}")
     return seconds
 
+def _base_url(field: str, value: Any) -> str:
+    url = text_value(field, value, required=True).strip()
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise InvalidValue(field, "must be an http:// or https:// URL with a host")
+    return url
+
 
 _PROVIDER_FIELDS: dict[str, Validator] = {
     "name": partial(text_value, required=True, max_length=200),
     "kind": partial(choice, allowed=PROVIDER_KINDS),
-    "base_url": partial(text_value, required=True),
+    "base_url": _base_url,
     "api_key": optional_text,
     "enabled": boolean,
     "count_tokens": boolean,
@@ -95,10 +103,16 @@ class ProviderRepository:
         return result.all()
 
     async def update(self, provider_id: str, changes: Mapping[str, Any]) -> ProviderRow | None:
-        """Set the given fields (``name``, ``kind``, ``base_url``, ``api_key``, ``enabled``, ``timeout_seconds``)."""
+        """Set the given fields (``name``, ``kind``, ``base_url``, ``api_key``, ``enabled``, ``timeout_seconds``).
+
+        A new ``base_url`` or ``kind`` without a new ``api_key`` clears the stored key (N2): a key never follows
+        a provider to another address."""
         row = await self.get(provider_id)
         if row is None:
             return None
+        moved = any(k in changes and changes[k] != getattr(row, k) for k in ("base_url", "kind"))
+        if moved and "api_key" not in changes:
+            changes = {**changes, "api_key": None}
         apply_changes(row, changes, _PROVIDER_FIELDS)
         await self.session.flush()
         return row
