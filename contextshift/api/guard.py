@@ -119,7 +119,10 @@ class RequestGuard:
         return None
 
     def origin_allowed(self, origin: str, host: str) -> bool:
-        parts = urlsplit(origin.strip().lower())
+        try:
+            parts = urlsplit(origin.strip().lower())
+        except ValueError:  # e.g. an unclosed "[": not an origin at all
+            return False
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return False  # "null" (sandboxed frames, files) and anything odd
         if parts.netloc == host.strip().lower():

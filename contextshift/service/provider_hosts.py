@@ -28,7 +28,10 @@ def check_provider_url(url: str) -> None:
     allowed = allowed_provider_hosts()
     if not allowed:
         return
-    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    try:
+        host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    except ValueError:  # not even a URL: no allowed host can match it
+        host = ""
     if not any(_matches(host, pattern) for pattern in allowed):
         raise ServiceError(
             422,
