@@ -1,7 +1,7 @@
 """Provider API keys encrypted at rest (N2): keys stored in plain text before this are encrypted now.
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-01
 """
 
@@ -14,8 +14,8 @@ from alembic import op
 
 from contextshift.storage.secret_key import ENCRYPTED_PREFIX, encrypt
 
-revision: str = "0009"
-down_revision: str | None = "0008"
+revision: str = "0012"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
