@@ -114,7 +114,9 @@ async def test_long_chats_answer_every_turn_inside_the_window(
         assert real + RESERVE <= N_CTX  # ... so the request fits the window with its reply reserve
         # ... and it is close: the slack is the template's default system prompt (counted in the fixed cost but
         # not rendered when the chat has its own) and a per-message cost rounded up over the roles.
-        assert real >= 0.95 * counted
+        # (SmolLM2's template drops tool calls, which contextshift counts: a tool chat is overcounted more.)
+        if kind != "tools":
+            assert real >= 0.95 * counted
         if not stream:
             assert done["usage"]["input_tokens"] == real and not done["usage"]["estimated"]
 
