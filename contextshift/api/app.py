@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -58,7 +59,7 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     bound_host: str | None = None,
     secret_key: bytes | None = None,
-    login_limit: str = DEFAULT_LIMIT,
+    login_limit: str | None = None,
 ) -> FastAPI:
     """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
     a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``.
@@ -120,7 +121,7 @@ def create_app(
     app.state.jobs = jobs
     app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
     app.state.proxy = proxy
-    app.state.login_limiter = LoginLimiter(login_limit)
+    app.state.login_limiter = LoginLimiter(login_limit or os.environ.get("CONTEXTSHIFT_LOGIN_LIMIT") or DEFAULT_LIMIT)
     install_error_handlers(app)
     # Outermost last: Host/Origin/body type and the security headers, the body limit, the token login
     # (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.
