@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from .errors import UnknownStrategy
 from .groups import Group
 from .messages import Message
-from .recall import query_words, recall
+from .recall import current_input, query_words, recall
 from .relevance import bm25_relevance
 from .request import Strategy, StrategyRequest
 from .shifting import (
@@ -121,7 +121,7 @@ SHORT_QUERY = 3
 def _summary_query(messages: Sequence[Message], outcome: Removal) -> str:
     """What the summary's sentences are scored against: the current input, and with a short input (such
     as "and the other one?") the two newest turns that stay in the prompt as well."""
-    query = _query(messages)
+    query = current_input(messages)
     if len(query_words(query)) >= SHORT_QUERY:
         return query
     gone = set(outcome.removed)
@@ -170,16 +170,6 @@ def _with_summary(
 # -- vector-recall (G4) -----------------------------------------------------------------------------------
 
 
-def _query(messages: Sequence[Message]) -> str:
-    for message in reversed(messages):
-        if message.source == "input":
-            return message.text
-    for message in reversed(messages):
-        if message.role == "user":
-            return message.text
-    return ""
-
-
 def vector_recall(request: StrategyRequest) -> ShiftResult:
     """Drop lorebook and memory blocks of low relevance first, then old history oldest first."""
     prompt = _prompt(request)
@@ -188,7 +178,7 @@ def vector_recall(request: StrategyRequest) -> ShiftResult:
     missing = [p for p, m in enumerate(messages) if m.source in RETRIEVED_SOURCES and m.relevance is None]
     diagnostics = []
     if missing:
-        scores = bm25_relevance(_query(messages), [messages[p].text for p in missing])
+        scores = bm25_relevance(current_input(messages), [messages[p].text for p in missing])
         relevance.update(zip(missing, scores, strict=True))
         diagnostics.append(f"relevance computed with BM25 for {len(missing)} block(s)")
     for position, message in enumerate(messages):
