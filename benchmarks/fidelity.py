@@ -24,6 +24,10 @@ input) with every built-in strategy, through ``shift_with_strategy`` with contex
 that comes out (the kept messages, a summary included); for a superseded fact only the latest value counts.
 Tokens used is the prompt's tokens over its budget.
 
+"False rejections" applies compaction's plausibility check (``core/compaction/plausibility.py``) to every
+summary the ``summarize`` strategy writes here: they are good summaries (they keep most facts), so the check
+must reject none of them.
+
 "Input fidelity" is compaction's: the share of the facts of the covered messages (here: the whole history)
 whose value reaches the summarizer's prompt (``build_prompt`` at its normal caps: 2,000 characters a tool
 result, 500 an argument). Nothing is timed; nothing is asserted.
@@ -39,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextshift import Message, shift_with_strategy
+from contextshift.core.compaction.plausibility import implausibility
 from contextshift.core.compaction.rendering import TOOL_ARGS_CAP, TOOL_RESULT_CAP, build_prompt
 from contextshift.core.tokens import approximate_count, message_costs
 
@@ -80,6 +85,31 @@ def run_case(case: data.Case, fraction: float, strategy: str) -> tuple[int, int,
     prompt = "\n".join(m.text for m in result.kept)
     kept = sum(1 for value in case.values if value in prompt)
     return kept, len(case.values), result.tokens / budget
+
+
+def false_rejections(seeds: Sequence[int]) -> tuple[list[str], int]:
+    """The ``summarize`` summaries of these seeds that the compaction plausibility check would reject (each
+    as ``family seed budget: reason``), and how many summaries were checked."""
+    rejected: list[str] = []
+    checked = 0
+    for family in data.FAMILIES:
+        for seed in seeds:
+            case = data.generate(family, seed)[0]
+            history = _cost(case.history)
+            protected = _cost([case.system, case.question])
+            for label, fraction in BUDGETS:
+                budget = protected + max(1, int(history * fraction))
+                result = shift_with_strategy(
+                    [case.system, *case.history, case.question], approximate_count, budget, strategy="summarize"
+                )
+                for block in result.truncated:
+                    sources = set(block.source_ids)
+                    replaced = [m.text for m in case.history if m.id in sources]
+                    reason = implausibility(replaced, block.replacement.text)
+                    checked += 1
+                    if reason is not None:
+                        rejected.append(f"{family} {seed} {label}: {reason}")
+    return rejected, checked
 
 
 def input_fidelity(case: data.Case) -> tuple[int, int, int]:
@@ -204,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     say(table(cells, markdown=False))
     say("\nCompaction input fidelity (facts of the covered messages that reach the summarizer's prompt):\n")
     say(fidelity_table(fidelity, markdown=False))
+    rejected, checked = false_rejections(seeds)
+    rejections = f"{len(rejected)} of {checked} summaries" + (f" ({'; '.join(rejected)})" if rejected else "")
+    say(f"\nPlausibility check on summarize's summaries, false rejections: {rejections}")
     say("\nTargets:")
     for line in targets(cells):
         say(line)
@@ -227,6 +260,9 @@ def main(argv: list[str] | None = None) -> int:
                 "its pieces with numbers and names), against a plain cut at the caps:",
                 "",
                 fidelity_table(fidelity, markdown=True),
+                "",
+                f"Compaction's plausibility check on every summary `summarize` wrote here (good summaries), "
+                f"false rejections: {rejections}.",
                 "",
                 "Targets:",
                 "",

@@ -9,7 +9,8 @@ the instruction. Three cheap checks catch those without judging style:
   whose language is clear;
 - **facts** — it keeps almost none of the history's salient names and numbers (those mentioned in at least
   two messages, each weighted by how many mention it; numbers of one digit are list markers and counters,
-  not facts; the kept share must reach ``min_fact_share``, 20% by default);
+  not facts; the kept share must reach ``min_fact_share``, 10% by default: the fidelity benchmark's summaries at a
+  tenth of their history keep 18% of them);
 - **refusal** — it is a refusal or an apology ("I'm sorry…", "As an AI…") that keeps none of those facts.
 
 A history too short or too mixed to tell is not judged by that check: a summary is only rejected for what is
@@ -34,7 +35,7 @@ REFUSAL = "refusal"
 @dataclass(frozen=True, slots=True)
 class PlausibilitySettings:
     #: The share of the history's salient names and numbers the summary must keep.
-    min_fact_share: float = 0.2
+    min_fact_share: float = 0.1
     #: Fewer salient facts than this and the facts check does not judge.
     min_facts: int = 5
     #: At most this many facts (the most frequent) are salient.
