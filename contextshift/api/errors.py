@@ -19,6 +19,7 @@ from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..providers import ProviderError
 from ..service.errors import ServiceError
 from ..storage import StorageError
+from ..storage.database import DatabaseBusy
 from .limits import PAYLOAD_TOO_LARGE, BodyTooLarge, too_large_body
 
 log = logging.getLogger("contextshift.api")
@@ -72,6 +73,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TokenBudgetExceeded)
     async def _budget(_request: Request, error: TokenBudgetExceeded) -> JSONResponse:
         return envelope(422, error.code, error.message, budget_params(error))
+
+    @app.exception_handler(DatabaseBusy)
+    async def _busy(_request: Request, error: DatabaseBusy) -> JSONResponse:
+        return envelope(503, error.code, error.message, headers={"Retry-After": "1"})
 
     @app.exception_handler(ContextShiftError)
     async def _core(_request: Request, error: ContextShiftError) -> JSONResponse:

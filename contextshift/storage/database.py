@@ -16,6 +16,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from ..core.errors import ContextShiftError
 from . import migrate
 from .liveness import Heartbeat, heartbeat_expiry_from_env, heartbeat_interval_from_env
 from .types import new_id
@@ -46,11 +47,21 @@ DEFAULT_BUSY_TIMEOUT = 30.0
 _BEGIN_OPTION = "contextshift_sqlite_begin"
 
 
-class DatabaseBusy(OperationalError):
-    """Another writer of this process held the database past the busy timeout."""
+class DatabaseBusy(ContextShiftError, OperationalError):
+    """Another writer of this process held the database past the busy timeout.
+
+    An ``OperationalError`` too, so whatever retries a database failure (storing a reply) retries this one.
+    """
+
+    code = "DATABASE_BUSY"
 
     def __init__(self) -> None:
-        super().__init__("BEGIN IMMEDIATE", None, Exception("database is busy"))
+        OperationalError.__init__(self, "BEGIN IMMEDIATE", None, Exception("database is busy"))
+        self.message = "The database stayed busy past its busy timeout; try again."
+        self.params: dict[str, object] = {}
+
+    def _code_str(self) -> str:  # SQLAlchemy would link its docs for "DATABASE_BUSY", a code it does not have
+        return ""
 
 
 class Database:

@@ -21,6 +21,7 @@ from sqlalchemy import Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+from ..core.errors import ContextShiftError
 from .urls import data_dir
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,10 @@ SECRET_KEY_ENV = "CONTEXTSHIFT_SECRET_KEY"
 KEY_FILE = "secret.key"
 
 
-class SecretKeyError(RuntimeError):
+class SecretKeyError(ContextShiftError, RuntimeError):
     """The configured key (or key file) is not a Fernet key."""
+
+    code = "SECRET_KEY_INVALID"
 
 
 def _checked(value: bytes, where: str) -> bytes:
