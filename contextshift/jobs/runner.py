@@ -89,4 +89,5 @@ class InProcessJobRunner:
                 log.warning("the job loop hit %s; retrying", type(error).__name__)
             self.idle.set()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                async with asyncio.timeout(self.poll_interval):  # not wait_for, which can drop a cancellation
+                    await self._wake.wait()

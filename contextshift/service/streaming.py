@@ -54,7 +54,8 @@ class EventPump(Generic[T]):
         try:
             while True:
                 try:
-                    item = await asyncio.wait_for(self._queue.get(), self.heartbeat)
+                    async with asyncio.timeout(self.heartbeat):  # not wait_for, which can drop a cancellation
+                        item = await self._queue.get()
                 except TimeoutError:
                     yield Heartbeat()
                     continue

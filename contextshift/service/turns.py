@@ -85,7 +85,9 @@ class ChatTurns:
         lock = self._locks.setdefault(chat_id, asyncio.Lock())
         self._users[chat_id] = self._users.get(chat_id, 0) + 1
         try:
-            await asyncio.wait_for(lock.acquire(), timeout=max(0.0, deadline - time.monotonic()))
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can drop a cancellation
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                await lock.acquire()
         except BaseException:
             self._forget(chat_id)
             if isinstance(sys.exc_info()[1], TimeoutError):

@@ -204,7 +204,10 @@ class Database:
         if lock is None:
             lock = self._writers[loop] = asyncio.Lock()
         try:
-            await asyncio.wait_for(lock.acquire(), timeout=self.sqlite_busy_timeout)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancellation that arrives as the
+            # lock is granted, and the cancelled task then runs on (a heartbeat that never stops, say).
+            async with asyncio.timeout(self.sqlite_busy_timeout):
+                await lock.acquire()
         except TimeoutError:
             raise DatabaseBusy() from None
         try:

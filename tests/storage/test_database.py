@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -207,3 +208,45 @@ async def test_in_memory_sqlite_is_migrated_too() -> None:
         seeded = await seed_chat(db)
         async with db.session() as session:
             assert (await Repositories(session).chats.get(seeded.chat_id)) is not None
+
+
+async def test_a_task_cancelled_as_the_sqlite_write_lock_is_granted_is_still_cancelled(tmp_path: Path) -> None:
+    # The lock is handed to the waiting task and the task is cancelled in the same loop step: the
+    # cancellation must win (asyncio.wait_for on Python 3.11 would drop it, and the task would write on).
+    db = Database(f"sqlite:///{tmp_path / 'x.db'}")
+    await db.start()
+    try:
+        await _cancel_as_the_lock_is_granted(db)
+    finally:
+        await db.close()
+
+
+async def _cancel_as_the_lock_is_granted(db: Database) -> None:
+    wrote: list[str] = []
+    holding = asyncio.Event()
+    release = asyncio.Event()
+
+    async def holder() -> None:
+        async with db.session():
+            holding.set()
+            await release.wait()
+
+    async def waiter() -> None:
+        async with db.session():
+            wrote.append("after the cancel")
+
+    first = asyncio.create_task(holder())
+    await holding.wait()
+    second = asyncio.create_task(waiter())
+    for _ in range(3):  # let the waiter queue up on the lock
+        await asyncio.sleep(0)
+    release.set()
+    for _ in range(20):  # counted steps, not the clock: the holder commits and hands the lock on
+        await asyncio.sleep(0)
+        if first.done():
+            break
+    assert first.done()
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    assert wrote == []
