@@ -258,8 +258,10 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[i
     Sentences are scored, and a group is worth its best sentence. Greedy by marginal value: the rarest word
     of the query a chosen sentence holds (what it is about: a name, a code) counts ``COVERED`` as much
     afterwards, and a sentence is only worth choosing while it holds a rare word of the query (few
-    sentences hold it) not covered yet. So a question about sixteen projects brings back one statement
-    about each rather than every mention of the first. A superseded statement and a question count less.
+    sentences hold it) not covered yet, or covered only without a query word this sentence holds (a
+    look-alike "parking code for Falcon" does not cover Falcon's vault code). So a question about sixteen
+    projects brings back one statement about each rather than every mention of the first. A superseded
+    statement and a question count less.
     """
     scores = _Scores(prompt, query)
     if scores.best <= 0:
@@ -275,13 +277,21 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[i
         for n in excluded
     }
     weight: dict[str, float] = dict.fromkeys(scores.query, 1.0)
+    #: Per rare word of the query covered so far, the query words the sentences that covered it held.
+    seen_with: dict[str, set[str]] = {}
+
+    def new_to(matched: dict[str, float]) -> bool:
+        """Whether a sentence names something not covered yet: a rare word of the query no chosen sentence
+        held, or one held only without some query word this sentence has ("the parking code for Falcon"
+        covers Falcon, but not "vault": Falcon's vault code is still news)."""
+        return any(t not in seen_with or not matched.keys() <= seen_with[t] for t in matched if t in scores.rare)
 
     def best_sentence(n: int) -> tuple[float, dict[str, float]]:
         """A group's best sentence that still names something not covered, and its value."""
         best: tuple[float, dict[str, float]] = (0.0, {})
         for matched in scores.term_scores[n]:
-            if scores.rare and not any(weight[t] == 1.0 for t in matched if t in scores.rare):
-                continue  # every rare word of the query it holds was covered already
+            if scores.rare and not new_to(matched):
+                continue  # every rare word of the query it holds was covered already, with its company
             worth = sum(weight[t] * v for t, v in matched.items())
             if worth > best[0]:
                 best = (worth, matched)
@@ -312,9 +322,13 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[i
             continue
         chosen.append(number)
         used += cost
-        matched = [t for t in best_sentence(number)[1] if t in scores.rare]
+        sentence = best_sentence(number)[1]
+        matched = [t for t in sentence if t in scores.rare]
         if matched and number not in scores.questions:  # what the sentence it was chosen for is about
-            weight[min(matched, key=lambda t: (scores.sentence_frequency[t], t))] *= COVERED
+            about = min(matched, key=lambda t: (scores.sentence_frequency[t], t))
+            if about not in seen_with:
+                weight[about] *= COVERED
+            seen_with.setdefault(about, set()).update(sentence)
     return chosen
 
 

@@ -149,3 +149,29 @@ def test_search_words_are_the_inputs_words_without_stop_and_question_words_unste
         "osprey",
     ]
     assert search_words("the and of") == []
+
+
+def test_a_look_alike_does_not_hide_the_tool_result_that_holds_the_asked_fact() -> None:
+    # "The parking code for project Falcon" is short and outscores the longer record with the vault code
+    # ("vault" is common: other projects have one too). It covers Falcon, but not together with "vault",
+    # so Falcon's vault code is still news and the record comes back as well, call and result together.
+    others = [
+        {"id": f"other{i}", "role": "user", "content": f"The vault code for project {name} is {code}."}
+        for i, (name, code) in enumerate([("Eagle", 11111), ("Heron", 22222), ("Osprey", 33333)])
+    ]
+    record = (
+        '{"project": "Falcon", "owner": "Maria", "status": "active", "open_tickets": 12, "vault_code": 48213, '
+        '"notes": "Maria will call back around noon about the invoice for the new units."}'
+    )
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup_project", "arguments": "{}"}}
+    lookup = [
+        {"id": "call", "role": "assistant", "content": None, "tool_calls": [call]},
+        {"id": "result", "role": "tool", "tool_call_id": "c1", "content": record},
+    ]
+    parking = {"id": "parking", "role": "user", "content": "The parking code for project Falcon is 77110."}
+    messages = chat(*others, *lookup, parking, question="What is the vault code for project Falcon?", chatter=12)
+    result = shift_with_strategy(messages, ceil4, 200, strategy="recall")
+    assert result.reasons["parking"] == "recalled"
+    assert result.reasons["call"] == result.reasons["result"] == "recalled"
+    assert [result.reasons[f"other{i}"] for i in range(3)] == ["context-shift"] * 3
+    assert result.tokens == 198
