@@ -20,9 +20,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..service.errors import ServiceError
+from ..service.errors import Refusal, ServiceError
 from ..storage import Database, Repositories
 from ..storage.types import utcnow
+from .errors import http_headers, http_status
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
@@ -31,7 +32,6 @@ bearer_scheme = HTTPBearer(
     "or POST /api/v2/tokens.",
 )
 
-WWW_AUTHENTICATE = 'Bearer realm="contextshift"'
 #: The browser's session cookie (see ``browser.py``), and how long a session lasts.
 SESSION_COOKIE = "contextshift_session"
 SESSION_LIFETIME = timedelta(days=30)
@@ -57,8 +57,7 @@ class AuthError(ServiceError):
     """401 with the challenge header."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(401, code, message)
-        self.headers = {"WWW-Authenticate": WWW_AUTHENTICATE}
+        super().__init__(Refusal.UNAUTHENTICATED, code, message)
 
 
 def auth_required() -> AuthError:
@@ -112,17 +111,18 @@ class AuthMiddleware:
             principal = await self.authenticate(request)
         except ServiceError as error:  # AUTH_REQUIRED, AUTH_INVALID, AUTH_RATE_LIMITED
             body: dict[str, Any] = {"error": {"code": error.code, "message": error.message, "params": error.params}}
+            unauthenticated = error.kind is Refusal.UNAUTHENTICATED
             if request.url.path == "/v1" or request.url.path.startswith("/v1/"):  # OpenAI's shape for its SDKs
                 body = {
                     "error": {
                         "message": error.message,
-                        "type": "invalid_request_error" if error.status == 401 else "rate_limit_error",
-                        "code": "invalid_api_key" if error.status == 401 else "rate_limit_exceeded",
+                        "type": "invalid_request_error" if unauthenticated else "rate_limit_error",
+                        "code": "invalid_api_key" if unauthenticated else "rate_limit_exceeded",
                         "param": None,
                     }
                 }
-            headers = getattr(error, "headers", None)
-            await JSONResponse(body, status_code=error.status, headers=headers)(scope, receive, send)
+            response = JSONResponse(body, status_code=http_status(error), headers=http_headers(error))
+            await response(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)
@@ -160,7 +160,7 @@ Caller = Annotated[Principal, Depends(caller)]
 
 
 def forbidden(message: str = "Only an admin may do this.") -> ServiceError:
-    return ServiceError(403, "FORBIDDEN", message)
+    return ServiceError(Refusal.FORBIDDEN, "FORBIDDEN", message)
 
 
 async def require_admin(principal: Caller) -> Principal:

@@ -26,7 +26,7 @@ from starlette_csrf.middleware import CSRFMiddleware
 from ..service.errors import ServiceError
 from ..storage import Repositories
 from .auth import SESSION_COOKIE, auth_invalid, principal_for
-from .errors import error_responses
+from .errors import error_responses, http_headers, http_status
 
 CSRF_COOKIE = "contextshift_csrf"
 CSRF_HEADER = "x-csrf-token"
@@ -91,7 +91,7 @@ class TokenLogin:
             session_secret = await start_session(request, tokens[0].strip())
         except ServiceError as error:  # too many failed sign-ins
             body = {"error": {"code": error.code, "message": error.message, "params": error.params}}
-            limited = JSONResponse(body, status_code=error.status, headers={**headers, **getattr(error, "headers", {})})
+            limited = JSONResponse(body, status_code=http_status(error), headers={**headers, **http_headers(error)})
             await limited(scope, receive, send)
             return
         if session_secret is None:

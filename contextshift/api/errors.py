@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..providers import ProviderError
-from ..service.errors import ServiceError
+from ..service.errors import Refusal, ServiceError
 from ..storage import StorageError
 from ..storage.database import DatabaseBusy
 from .limits import PAYLOAD_TOO_LARGE, BodyTooLarge, too_large_body
@@ -37,6 +37,39 @@ class ErrorEnvelope(BaseModel):
 
 #: HTTP status of a provider failure: the upstream is at fault (502), or slow (504).
 PROVIDER_STATUS = {"PROVIDER_TIMEOUT": 504}
+
+#: The HTTP status of each reason the service refuses (the only place that decides it).
+HTTP_STATUS: dict[Refusal, int] = {
+    Refusal.INVALID: 400,
+    Refusal.UNAUTHENTICATED: 401,
+    Refusal.FORBIDDEN: 403,
+    Refusal.NOT_FOUND: 404,
+    Refusal.CONFLICT: 409,
+    Refusal.UNPROCESSABLE: 422,
+    Refusal.RATE_LIMITED: 429,
+    Refusal.MISCONFIGURED: 500,
+    Refusal.UPSTREAM_FAILED: 502,
+    Refusal.UPSTREAM_TIMEOUT: 504,
+}
+
+#: The challenge a 401 carries (RFC 6750).
+WWW_AUTHENTICATE = 'Bearer realm="contextshift"'
+
+
+def http_status(error: ServiceError) -> int:
+    """The HTTP status a refusal answers with."""
+    return HTTP_STATUS[error.kind]
+
+
+def http_headers(error: ServiceError) -> dict[str, str]:
+    """The headers a refusal carries: the challenge on 401, ``Retry-After`` when the service says when."""
+    headers: dict[str, str] = {}
+    if error.kind is Refusal.UNAUTHENTICATED:
+        headers["WWW-Authenticate"] = WWW_AUTHENTICATE
+    retry_after = error.params.get("retry_after")
+    if isinstance(retry_after, int) and error.kind is Refusal.RATE_LIMITED:
+        headers["Retry-After"] = str(retry_after)
+    return headers
 
 
 def envelope(
@@ -63,7 +96,7 @@ def budget_params(error: TokenBudgetExceeded) -> dict[str, Any]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def _service_error(_request: Request, error: ServiceError) -> JSONResponse:
-        return envelope(error.status, error.code, error.message, error.params, getattr(error, "headers", None))
+        return envelope(http_status(error), error.code, error.message, error.params, http_headers(error))
 
     @app.exception_handler(StorageError)
     async def _storage_error(_request: Request, error: StorageError) -> JSONResponse:

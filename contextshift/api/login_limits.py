@@ -17,7 +17,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 from starlette.requests import Request
 
-from ..service.errors import ServiceError
+from ..service.errors import Refusal, ServiceError
 
 log = logging.getLogger("contextshift.auth")
 
@@ -44,14 +44,12 @@ class LoginLimiter:
         stats = self.limiter.get_window_stats(self.item, client)
         wait = max(1, math.ceil(stats.reset_time - time.time()))
         log.warning("too many failed sign-ins from %s: its attempts are refused for %d s", client, wait)
-        error = ServiceError(
-            429,
+        raise ServiceError(
+            Refusal.RATE_LIMITED,
             "AUTH_RATE_LIMITED",
             f"Too many failed sign-ins from this address; try again in {wait} s.",
             retry_after=wait,
         )
-        error.headers = {"Retry-After": str(wait)}  # type: ignore[attr-defined]
-        raise error
 
     def failed(self, request: Request) -> None:
         """Count one failed sign-in of this client and log it (its address, never the token)."""

@@ -20,7 +20,7 @@ from ..core.errors import TokenBudgetExceeded
 from ..core.messages import text_parts
 from ..providers import ProviderError
 from ..providers.base import ChatResult, Usage
-from ..service.errors import ServiceError
+from ..service.errors import Refusal, ServiceError
 from ..service.generation import Done, Failed, Generations, Token
 from ..service.proxy import ProxyCall, ProxyService, invalid_request
 from . import openai_wire as wire
@@ -90,7 +90,8 @@ async def answer(
         generation_id, turn, result = await generations.start(chat_id, content, call.max_tokens)
     except TokenBudgetExceeded as error:
         return wire.service_error(
-            ServiceError(400, "CONTEXT_LENGTH_EXCEEDED", error.message, param="messages"), {wire.EXCLUDED_HEADER: "0"}
+            ServiceError(Refusal.INVALID, "CONTEXT_LENGTH_EXCEEDED", error.message, param="messages"),
+            {wire.EXCLUDED_HEADER: "0"},
         )
     headers = wire.visibility(generation_id, result.excluded_count)
     events = generations.stream(chat_id, generation_id, turn, result)
@@ -105,8 +106,8 @@ async def answer(
                 upstream = _failure(event.code, event.message)
                 if isinstance(upstream, ProviderError):
                     return wire.provider_response(upstream, headers)
-                return wire.service_error(ServiceError(400, event.code, event.message), headers)
-        raise ServiceError(502, "GENERATION_FAILED", "The generation ended without an answer.")
+                return wire.service_error(ServiceError(Refusal.INVALID, event.code, event.message), headers)
+        raise ServiceError(Refusal.UPSTREAM_FAILED, "GENERATION_FAILED", "The generation ended without an answer.")
 
     chunks = wire.Chunks(audit_id=generation_id, model=call.model, include_usage=include_usage)
 

@@ -21,6 +21,7 @@ from ..providers import ProviderError
 from ..providers.base import ChatResult
 from ..service.errors import ServiceError
 from ..service.proxy import ProxyCall, invalid_request
+from .errors import http_headers, http_status
 
 #: Response headers on every endpoint answer that reached fitting.
 EXCLUDED_HEADER = "x-contextshift-excluded"
@@ -214,11 +215,13 @@ def error_body(message: str, type_: str, code: str | None, param: str | None = N
 def service_error(error: ServiceError, headers: Mapping[str, str] | None = None) -> JSONResponse:
     type_, code = _SERVICE.get(error.code, ("invalid_request_error", error.code.lower()))
     param = error.params.get("param")
-    all_headers = dict(getattr(error, "headers", None) or {})
+    all_headers = http_headers(error)
     all_headers.update(headers or {})
-    status = error.status if error.status in (400, 401, 403, 404, 409, 413, 429) else 400
-    if error.status >= 500:
-        status, type_ = error.status, "server_error"
+    status = http_status(error)
+    if status >= 500:
+        type_ = "server_error"
+    elif status not in (400, 401, 403, 404, 409, 413, 429):
+        status = 400  # what OpenAI's SDKs read as a BadRequestError
     return JSONResponse(
         error_body(error.message, type_, code, param if isinstance(param, str) else None),
         status_code=status,

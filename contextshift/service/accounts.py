@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ..storage import Database, NameTaken, Repositories
 from ..storage.repositories.users import BOOTSTRAP_ADMIN, default_owner
-from .errors import ServiceError
+from .errors import Refusal, ServiceError
 
 ADMIN_TOKEN_ENV = "CONTEXTSHIFT_ADMIN_TOKEN"
 ADMIN_NAME = BOOTSTRAP_ADMIN
@@ -42,7 +42,7 @@ def configured_admin_token(explicit: str | None = None) -> str | None:
         return None
     if len(value) < MIN_ADMIN_TOKEN_LENGTH or any(c.isspace() or not c.isprintable() for c in value):
         raise ServiceError(
-            500,
+            Refusal.MISCONFIGURED,
             "ADMIN_TOKEN_TOO_WEAK",
             f"{ADMIN_TOKEN_ENV} must be at least {MIN_ADMIN_TOKEN_LENGTH} printable characters without spaces.",
         )
@@ -92,6 +92,6 @@ async def create_token(db: Database, user_name: str | None = None, *, name: str 
         else:
             user = await repos.users.by_name(user_name)
         if user is None:
-            raise ServiceError(404, "USER_NOT_FOUND", f"No user named {user_name!r}.", name=user_name)
+            raise ServiceError(Refusal.NOT_FOUND, "USER_NOT_FOUND", f"No user named {user_name!r}.", name=user_name)
         issued = await repos.tokens.issue(user.id, name=name)
         return user.name, issued.secret

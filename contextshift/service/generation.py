@@ -42,7 +42,7 @@ from ..storage.tables import ChatRow, MessageRow
 from .calibration import learn
 from .compaction import Compactor
 from .counting import ServerCounting, run_counted
-from .errors import ServiceError, not_found
+from .errors import Refusal, ServiceError, not_found
 from .recovery import ContextRetry
 from .replies import FAILED, TurnFailed, partial_message, persist, reply_message, reply_meta, retry_input
 from .streaming import DEFAULT_HEARTBEAT, EventPump, Heartbeat
@@ -87,8 +87,8 @@ class _Running:
     input_id: str
 
 
-def _status_of(code: str) -> int:
-    return 504 if code == PROVIDER_TIMEOUT else 502
+def _refusal_of(code: str) -> Refusal:
+    return Refusal.UPSTREAM_TIMEOUT if code == PROVIDER_TIMEOUT else Refusal.UPSTREAM_FAILED
 
 
 def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
@@ -223,7 +223,9 @@ class Generations:
                     raise not_found("chat", chat_id)
                 bot_id = chat.bot_id
             if bot_id is None:
-                raise ServiceError(422, "VALIDATION", "Give chat_id or bot_id.", fields=["chat_id", "bot_id"])
+                raise ServiceError(
+                    Refusal.UNPROCESSABLE, "VALIDATION", "Give chat_id or bot_id.", fields=["chat_id", "bot_id"]
+                )
             bot = await repos.bots.get(bot_id)
             if bot is None:
                 raise not_found("bot", bot_id)
@@ -403,7 +405,7 @@ class Generations:
 
     def _turn_failed(self, generation_id: str, error: ProviderError) -> TurnFailed:
         return TurnFailed(
-            _status_of(error.code), error.code, error.message, input_message_id=self._input_id(generation_id)
+            _refusal_of(error.code), error.code, error.message, input_message_id=self._input_id(generation_id)
         )
 
     async def complete(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-from .errors import ServiceError
+from .errors import Refusal, ServiceError
 
 PROVIDER_HOSTS_ENV = "CONTEXTSHIFT_PROVIDER_HOSTS"
 
@@ -34,7 +34,7 @@ def check_provider_url(url: str) -> None:
         host = ""
     if not any(_matches(host, pattern) for pattern in allowed):
         raise ServiceError(
-            422,
+            Refusal.UNPROCESSABLE,
             "PROVIDER_HOST_NOT_ALLOWED",
             f"base_url: providers may only point at {', '.join(allowed)} ({PROVIDER_HOSTS_ENV}); "
             f"{host or 'this URL'!r} is not one of them.",

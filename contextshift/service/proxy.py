@@ -57,7 +57,7 @@ from ..providers import (
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from .calibration import Counting, counting_for, learn
-from .errors import ServiceError
+from .errors import Refusal, ServiceError
 from .turn import DEFAULT_CONTEXT_LIMIT, profile_for, serializer_for
 
 log = logging.getLogger("contextshift.proxy")
@@ -98,11 +98,13 @@ def audit_ttl_from_env() -> timedelta:
 
 
 def model_not_found(name: str) -> ServiceError:
-    return ServiceError(404, "MODEL_NOT_FOUND", f"The model {name!r} does not exist or is not enabled.", param="model")
+    return ServiceError(
+        Refusal.NOT_FOUND, "MODEL_NOT_FOUND", f"The model {name!r} does not exist or is not enabled.", param="model"
+    )
 
 
 def invalid_request(message: str, param: str | None = None) -> ServiceError:
-    return ServiceError(400, "INVALID_REQUEST", message, param=param)
+    return ServiceError(Refusal.INVALID, "INVALID_REQUEST", message, param=param)
 
 
 class ContextTooLong(ServiceError):
@@ -111,7 +113,7 @@ class ContextTooLong(ServiceError):
     def __init__(self, audit_id: str, window: int, reserve: int, overhead: int, protected: int) -> None:
         needed = protected + overhead
         super().__init__(
-            400,
+            Refusal.INVALID,
             "CONTEXT_LENGTH_EXCEEDED",
             f"This model's maximum context length is {window} tokens. However, your messages resulted in "
             f"{needed} tokens that cannot be dropped (system messages, the last user message"

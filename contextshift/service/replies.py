@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from ..providers import ChatResult
 from ..storage import Database, Repositories
 from ..storage.tables import MessageRow
-from .errors import ServiceError
+from .errors import Refusal, ServiceError
 from .history import FAILED_KEY, is_failed_input
 
 log = logging.getLogger("contextshift.generation")
@@ -93,11 +93,11 @@ def partial_message(meta: dict[str, Any], text: str, reason: str, error_code: st
 class TurnFailed(ServiceError):
     """A provider failure of a turn whose input was stored: the error says the input is kept (and where)."""
 
-    def __init__(self, status: int, code: str, message: str, *, input_message_id: str | None) -> None:
+    def __init__(self, kind: Refusal, code: str, message: str, *, input_message_id: str | None) -> None:
         params: dict[str, Any] = {}
         if input_message_id is not None:
             params = {"input_message_id": input_message_id, "input_kept": True, "retry_with": "retry_of"}
-        super().__init__(status, code, message, **params)
+        super().__init__(kind, code, message, **params)
 
 
 async def retry_input(repos: Repositories, chat_id: str, message_id: str) -> MessageRow:
@@ -107,11 +107,13 @@ async def retry_input(repos: Repositories, chat_id: str, message_id: str) -> Mes
     """
     row = await repos.messages.get(message_id, chat_id)
     if row is None:
-        raise ServiceError(404, "MESSAGE_NOT_FOUND", f"No message with id {message_id!r}.", message_id=message_id)
+        raise ServiceError(
+            Refusal.NOT_FOUND, "MESSAGE_NOT_FOUND", f"No message with id {message_id!r}.", message_id=message_id
+        )
     newest = await repos.messages.list_page(chat_id, limit=1)
     if row.role != "user" or not is_failed_input(row) or not newest.rows or newest.rows[0].id != row.id:
         raise ServiceError(
-            409,
+            Refusal.CONFLICT,
             "RETRY_NOT_POSSIBLE",
             "Only the newest message of the chat, a user message whose turn failed, can be retried.",
             message_id=message_id,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..providers import enforces_output_limit
 from ..storage import Repositories
 from ..storage.tables import BotRow, ModelRow, ProviderRow
-from .errors import ServiceError, not_found
+from .errors import Refusal, ServiceError, not_found
 
 MODEL_UNAVAILABLE = "compaction.model_unavailable"
 REASONS = (
@@ -38,7 +38,7 @@ EXPLANATIONS = {
 class CompactionUnavailable(ServiceError):
     def __init__(self, reason: str, model_id: str | None = None) -> None:
         super().__init__(
-            422,
+            Refusal.UNPROCESSABLE,
             MODEL_UNAVAILABLE,
             f"Compaction cannot run: {EXPLANATIONS[reason]}.",
             reason=reason,

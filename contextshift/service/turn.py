@@ -22,7 +22,7 @@ from ..tokenizers import get_tokenizer
 from ..tokenizers.server import ServerTokenizer
 from .calibration import Counting, counting_for
 from .counting import ServerCounting
-from .errors import ServiceError, not_found
+from .errors import Refusal, ServiceError, not_found
 from .history import is_command, merge
 from .recall import RECALL, recall_candidates
 
@@ -52,6 +52,7 @@ class Turn:
     @property
     def calibration(self) -> Calibration:
         return self.counting.calibration if self.counting is not None else Calibration()
+
     #: The provider's own tokenizer, when it has one: build the prompt with ``service.counting.run_counted``.
     server: ServerTokenizer | None = None
 
@@ -94,13 +95,24 @@ async def resolve_model(repos: Repositories, bot: BotRow) -> tuple[ModelRow | No
 def require_generation_ready(bot: BotRow, model: ModelRow | None, provider: ProviderRow | None) -> None:
     """Generation needs an enabled chat model on an enabled provider; preview does not."""
     if model is None:
-        raise ServiceError(422, "MODEL_NOT_CONFIGURED", "The bot has no chat model; set chat_model_id.", bot_id=bot.id)
+        raise ServiceError(
+            Refusal.UNPROCESSABLE,
+            "MODEL_NOT_CONFIGURED",
+            "The bot has no chat model; set chat_model_id.",
+            bot_id=bot.id,
+        )
     if model.type != "chat":
-        raise ServiceError(422, "MODEL_NOT_CHAT", "The bot's model is not a chat model.", model_id=model.id)
+        raise ServiceError(
+            Refusal.UNPROCESSABLE, "MODEL_NOT_CHAT", "The bot's model is not a chat model.", model_id=model.id
+        )
     if not model.enabled:
-        raise ServiceError(422, "MODEL_DISABLED", "The bot's chat model is disabled.", model_id=model.id)
+        raise ServiceError(
+            Refusal.UNPROCESSABLE, "MODEL_DISABLED", "The bot's chat model is disabled.", model_id=model.id
+        )
     if provider is None or not provider.enabled:
-        raise ServiceError(422, "PROVIDER_DISABLED", "The chat model's provider is disabled.", model_id=model.id)
+        raise ServiceError(
+            Refusal.UNPROCESSABLE, "PROVIDER_DISABLED", "The chat model's provider is disabled.", model_id=model.id
+        )
 
 
 async def load_turn(

@@ -27,7 +27,7 @@ from datetime import timedelta
 import anyio
 
 from ..storage import Database, Repositories
-from .errors import ServiceError, not_found
+from .errors import Refusal, ServiceError, not_found
 
 log = logging.getLogger("contextshift.turns")
 
@@ -160,5 +160,8 @@ class ChatTurns:
 
 def _busy(chat_id: str) -> ServiceError:
     return ServiceError(
-        409, CHAT_BUSY, "Another turn is still running in this chat; try again when it has finished.", chat_id=chat_id
+        Refusal.CONFLICT,
+        CHAT_BUSY,
+        "Another turn is still running in this chat; try again when it has finished.",
+        chat_id=chat_id,
     )

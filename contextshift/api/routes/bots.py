@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response, status
 
 from ...core.host import default_registry
-from ...service.errors import ServiceError, not_found
+from ...service.errors import Refusal, ServiceError, not_found
 from ...service.summarizer import check_choice
 from .. import schemas as s
 from .. import views
@@ -32,7 +32,7 @@ router = APIRouter(tags=["bots"], responses=error_responses(400, 422, 500))
 def _check_strategy(name: str | None) -> None:
     if name is not None and name not in default_registry:
         raise ServiceError(
-            422,
+            Refusal.UNPROCESSABLE,
             "VALIDATION",
             f"context_strategy: {name!r} is not a registered strategy.",
             field="context_strategy",
@@ -120,9 +120,7 @@ async def get_lorebook(lorebook_id: str, principal: Caller, repos: Repos) -> dic
 
 
 @router.patch("/lorebooks/{lorebook_id}", response_model=LorebookEnvelope, responses=error_responses(404))
-async def patch_lorebook(
-    lorebook_id: str, body: s.LorebookPatch, principal: Caller, repos: Repos
-) -> dict[str, Any]:
+async def patch_lorebook(lorebook_id: str, body: s.LorebookPatch, principal: Caller, repos: Repos) -> dict[str, Any]:
     await own_lorebook(repos, principal, lorebook_id)
     entries = [e.model_dump() for e in body.entries] if body.entries is not None else None
     row = await repos.lorebooks.update(lorebook_id, name=body.name, entries=entries)
@@ -154,8 +152,6 @@ async def create_memory(bot_id: str, body: s.MemoryCreate, principal: Caller, re
 
 
 @router.get("/bots/{bot_id}/memories", response_model=MemoryList, responses=error_responses(404))
-async def list_memories(
-    bot_id: str, principal: Caller, repos: Repos, chat_id: str | None = None
-) -> dict[str, Any]:
+async def list_memories(bot_id: str, principal: Caller, repos: Repos, chat_id: str | None = None) -> dict[str, Any]:
     await own_bot(repos, principal, bot_id)
     return {"memories": [views.memory(r) for r in await repos.memories.list_for_bot(bot_id, chat_id)]}

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Request, Response, status
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from ...service.errors import ServiceError, not_found
+from ...service.errors import Refusal, ServiceError, not_found
 from ...storage import NameTaken, Repositories
 from ...storage.tables import ApiTokenRow, UserRow
 from ..auth import Admin, Caller
@@ -93,7 +93,7 @@ def token_view(row: ApiTokenRow) -> TokenOut:
 
 
 def _name_taken(error: NameTaken) -> ServiceError:
-    return ServiceError(409, error.code, error.message, field="name")
+    return ServiceError(Refusal.CONFLICT, error.code, error.message, field="name")
 
 
 async def _keep_an_admin(repos: Repositories, row: UserRow, changes: dict[str, Any] | None) -> None:
@@ -102,7 +102,7 @@ async def _keep_an_admin(repos: Repositories, row: UserRow, changes: dict[str, A
         return
     leaves = changes is None or changes.get("role") == "user" or changes.get("disabled") is True
     if leaves and await repos.users.active_admins() <= 1:
-        raise ServiceError(409, "LAST_ADMIN", "This is the only enabled admin; make another admin first.")
+        raise ServiceError(Refusal.CONFLICT, "LAST_ADMIN", "This is the only enabled admin; make another admin first.")
 
 
 @router.get("/me", response_model=UserEnvelope)
