@@ -143,22 +143,31 @@ class InstanceRepository:
                 ownerless = ownerless & (started < now - ownerless_age)
             return or_(dead, ownerless)
 
-        audits = await execute_rowcount(
-            self.session,
-            update(AuditRow)
-            .where(AuditRow.status == "prepared", orphaned(AuditRow.instance_id, AuditRow.created_at))
-            .values(status="failed", error_code=GENERATION_INTERRUPTED, finished_at=now)
-            .execution_options(synchronize_session=False),
-        )
-        logs = await execute_rowcount(
-            self.session,
-            update(CompactionLogRow)
-            .where(
-                CompactionLogRow.status == "running",
-                orphaned(CompactionLogRow.instance_id, CompactionLogRow.started_at),
+        async def close(row: Any, unfinished: str, started: Any, **values: Any) -> int:
+            """Close the ``unfinished`` rows of ``row``'s table that a dead owner left."""
+            return await execute_rowcount(
+                self.session,
+                update(row)
+                .where(row.status == unfinished, orphaned(row.instance_id, started))
+                .values(**values)
+                .execution_options(synchronize_session=False),
             )
-            .values(status="error", error_code=COMPACTION_INTERRUPTED, completed_at=now)
-            .execution_options(synchronize_session=False),
+
+        audits = await close(
+            AuditRow,
+            "prepared",
+            AuditRow.created_at,
+            status="failed",
+            error_code=GENERATION_INTERRUPTED,
+            finished_at=now,
+        )
+        logs = await close(
+            CompactionLogRow,
+            "running",
+            CompactionLogRow.started_at,
+            status="error",
+            error_code=COMPACTION_INTERRUPTED,
+            completed_at=now,
         )
         # An expired lease is free anyway; a dead instance's is freed at once (and this instance's own, on start).
         dead = select(InstanceRow.id).where(InstanceRow.heartbeat_at < now - expiry, InstanceRow.id != instance_id)
@@ -172,15 +181,13 @@ class InstanceRepository:
             .values(compaction_lease_owner=None, compaction_lease_until=None, updated_at=ChatRow.updated_at)
             .execution_options(synchronize_session=False),
         )
-        jobs = await execute_rowcount(
-            self.session,
-            update(CompactionJobRow)
-            .where(
-                CompactionJobRow.status == "running",
-                orphaned(CompactionJobRow.instance_id, CompactionJobRow.updated_at),
-            )
-            .values(status="pending", lease_until=None, instance_id=None)
-            .execution_options(synchronize_session=False),
+        jobs = await close(
+            CompactionJobRow,
+            "running",
+            CompactionJobRow.updated_at,
+            status="pending",
+            lease_until=None,
+            instance_id=None,
         )
         gone = await execute_rowcount(
             self.session,
