@@ -236,10 +236,11 @@ def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_
         if final.messages[p].id in prompt.position:
             excluded_order.setdefault(final.messages[p].id)
     final_kept = {m.id for m in kept}
+    groups, owner = prompt.groups, prompt.owner  # built once: asking per message was quadratic
     for position, message in enumerate(prompt.messages):
         mid = message.id
         if mid in final_kept:
-            if prompt.groups[prompt.owner[position]].protected:
+            if groups[owner[position]].protected:
                 reasons[mid] = PROTECTED
             else:  # kept history a strategy brought back says so (G4a); anything else kept just fit
                 reasons[mid] = RECALLED if review.strategy_reasons.get(mid) == RECALLED else FIT

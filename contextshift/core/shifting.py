@@ -195,6 +195,7 @@ class Prompt:
         self._memo: dict[str, int] = {}  # plain callables: counts by text
         self._fixed: int | None = None
         self._position: dict[str, int] | None = None
+        self._owner: list[int] | None = None
 
     # -- groups ---------------------------------------------------------------------------------------------
 
@@ -220,8 +221,10 @@ class Prompt:
 
     @property
     def owner(self) -> list[int]:
-        """For each position, the index of its group in :attr:`groups`."""
-        return group_index(self.groups, len(self.messages))
+        """For each position, the index of its group in :attr:`groups` (built once, when first asked for)."""
+        if self._owner is None:
+            self._owner = group_index(self.groups, len(self.messages))
+        return self._owner
 
     @property
     def position(self) -> dict[str, int]:
