@@ -25,7 +25,8 @@ from starlette_csrf.middleware import CSRFMiddleware
 
 from ..service.errors import ServiceError
 from ..storage import Repositories
-from .auth import SESSION_COOKIE, auth_invalid, principal_for
+from ..storage.types import utcnow
+from .auth import SESSION_COOKIE, SESSION_LIFETIME, auth_invalid, principal_for
 from .errors import error_responses, http_headers, http_status
 
 CSRF_COOKIE = "contextshift_csrf"
@@ -56,7 +57,9 @@ async def start_session(request: Request, secret: str) -> str | None:
         limiter.failed(request)
         return None
     async with request.app.state.db.session() as session:
-        issued = await Repositories(session).tokens.issue(principal.user_id, name="browser", kind="session")
+        tokens = Repositories(session).tokens
+        await tokens.delete_sessions_before(utcnow() - SESSION_LIFETIME)  # expired ones sign no one in anyway
+        issued = await tokens.issue(principal.user_id, name="browser", kind="session")
     return issued.secret
 
 

@@ -3,10 +3,16 @@ requests), JSON-only bodies, the security headers, and the browser's session coo
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 import pytest
+from sqlalchemy import select, update
 
 from contextshift.api.app import create_app
+from contextshift.api.auth import SESSION_LIFETIME
+from contextshift.storage.tables import ApiTokenRow
+from contextshift.storage.types import utcnow
 from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Server, Service, bearer
 
 
@@ -134,3 +140,29 @@ async def test_a_session_secret_is_no_bearer_token(service: Service) -> None:
     assert (refused.status_code, refused.json()["error"]["code"]) == (401, "AUTH_INVALID")
     listed = (await service.http.get("/api/v2/tokens")).json()["tokens"]
     assert all(t["name"] != "browser" for t in listed)  # sessions are not among the API tokens
+
+
+async def test_signing_in_deletes_the_browser_sessions_that_expired(service: Service) -> None:
+    async with service.client() as browser:
+        await browser.get(f"/?token={ADMIN_TOKEN}")
+    async with service.client() as browser:
+        await browser.get(f"/?token={ADMIN_TOKEN}")
+        kept = browser.cookies["contextshift_session"]
+    database = service.backend.database()
+    await database.start()
+    try:
+        async with database.session() as session:  # the first session started longer ago than a lifetime
+            old = utcnow() - SESSION_LIFETIME - timedelta(minutes=1)
+            first = await session.scalar(
+                select(ApiTokenRow.id).where(ApiTokenRow.kind == "session").order_by(ApiTokenRow.created_at).limit(1)
+            )
+            await session.execute(update(ApiTokenRow).where(ApiTokenRow.id == first).values(created_at=old))
+        async with service.client() as browser:
+            await browser.get(f"/?token={ADMIN_TOKEN}")
+        async with database.session() as session:
+            sessions = (await session.scalars(select(ApiTokenRow.id).where(ApiTokenRow.kind == "session"))).all()
+    finally:
+        await database.close()
+    assert first not in sessions and len(sessions) == 2  # the expired one went; the live one and the new one stay
+    async with httpx.AsyncClient(base_url=service.url, cookies={"contextshift_session": kept}) as browser:
+        assert (await browser.get("/api/v2/me")).status_code == 200

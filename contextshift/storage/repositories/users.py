@@ -10,7 +10,7 @@ import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -198,6 +198,11 @@ class TokenRepository:
         """Delete one of the user's tokens; False when the user has no such token."""
         statement = delete(ApiTokenRow).where(ApiTokenRow.id == token_id, ApiTokenRow.user_id == user_id)
         return await execute_rowcount(self.session, statement) > 0
+
+    async def delete_sessions_before(self, cutoff: datetime) -> int:
+        """Delete the browser sessions started before ``cutoff`` (expired ones); how many went."""
+        statement = delete(ApiTokenRow).where(ApiTokenRow.kind == "session", ApiTokenRow.created_at < cutoff)
+        return await execute_rowcount(self.session, statement)
 
     async def revoke_secret(self, secret: str) -> bool:
         statement = delete(ApiTokenRow).where(ApiTokenRow.token_hash == hash_secret(secret))
