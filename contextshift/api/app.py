@@ -30,7 +30,7 @@ from .browser import CsrfGuard, TokenLogin, csrf_options
 from .errors import error_responses, install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
 from .limits import RequestLimits, max_body_bytes_from_env
-from .login_limits import DEFAULT_LIMIT, LoginLimiter
+from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
 from .routes import bots, catalog, chats, compaction, examples, generation, openai_compat, proxy_audits, users
 
 API_PREFIX = "/api/v2"
@@ -121,7 +121,10 @@ def create_app(
     app.state.jobs = jobs
     app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
     app.state.proxy = proxy
-    app.state.login_limiter = LoginLimiter(login_limit or os.environ.get("CONTEXTSHIFT_LOGIN_LIMIT") or DEFAULT_LIMIT)
+    app.state.login_limiter = LoginLimiter(
+        login_limit or os.environ.get("CONTEXTSHIFT_LOGIN_LIMIT") or DEFAULT_LIMIT,
+        os.environ.get(STORAGE_ENV) or DEFAULT_STORAGE,
+    )
     install_error_handlers(app)
     # Outermost last: Host/Origin/body type and the security headers, the body limit, the token login
     # (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.

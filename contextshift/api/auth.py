@@ -134,14 +134,14 @@ class AuthMiddleware:
             raise auth_required()
         limiter = getattr(request.app.state, "login_limiter", None)
         if limiter is not None:
-            limiter.check(request)  # a client whose tokens keep failing is refused before any lookup
+            await limiter.check(request)  # a client whose tokens keep failing is refused before any lookup
         secret = bearer_secret(header) if header is not None else cookie
         found = None
         if secret is not None:
             found = await principal_for(request.app.state.db, secret, kind="api" if header is not None else "session")
         if found is None:
             if limiter is not None:
-                limiter.failed(request)
+                await limiter.failed(request)
             raise auth_invalid()
         return found
 

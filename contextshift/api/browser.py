@@ -51,10 +51,10 @@ async def start_session(request: Request, secret: str) -> str | None:
     """A new session secret for the user of API token ``secret``, or None when the token is not valid.
     Raises 429 ``AUTH_RATE_LIMITED`` when this client's tokens have failed too often lately."""
     limiter = request.app.state.login_limiter
-    limiter.check(request)
+    await limiter.check(request)
     principal = await principal_for(request.app.state.db, secret)
     if principal is None:
-        limiter.failed(request)
+        await limiter.failed(request)
         return None
     async with request.app.state.db.session() as session:
         tokens = Repositories(session).tokens

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 
 from contextshift.api.app import create_app
+from contextshift.api.login_limits import LoginLimiter
 from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Server, bearer
 
 WRONG = "cs_a-wrong-token-guessed-0123456789"
@@ -57,3 +60,40 @@ def test_the_login_url_never_reaches_the_access_log(tmp_path: Path) -> None:
     assert all(f.filter(record) for f in access.filters)
     line = record.getMessage()
     assert ADMIN_TOKEN not in line and line == '127.0.0.1:5000 - "GET /?token=[redacted]&x=1 HTTP/1.1" 303'
+
+
+REDIS_ENV = "CONTEXTSHIFT_TEST_REDIS_URL"
+
+
+@pytest.mark.skipif(not os.environ.get(REDIS_ENV), reason=f"set {REDIS_ENV} (e.g. redis://127.0.0.1:6379/0)")
+async def test_instances_sharing_a_redis_store_count_failed_sign_ins_together(tmp_path: Path) -> None:
+    namespace = f"test-{uuid.uuid4().hex}"  # this test's own counts on a shared server
+    apps = []
+    for name in ("a", "b"):
+        app = create_app(f"sqlite:///{tmp_path / f'{name}.db'}", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN)
+        app.state.login_limiter = LoginLimiter("3/minute", os.environ[REDIS_ENV], namespace=namespace)
+        apps.append(app)
+    with Server(apps[0]) as first, Server(apps[1]) as second:
+        async with httpx.AsyncClient(base_url=first) as a, httpx.AsyncClient(base_url=second) as b:
+            assert (await a.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
+            assert (await b.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
+            assert (await a.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
+            limited = await b.get("/api/v2/me", headers=bearer(WRONG))  # the 4th failure, 2 of them elsewhere
+            assert (limited.status_code, limited.json()["error"]["code"]) == (429, "AUTH_RATE_LIMITED")
+            assert (await a.get("/api/v2/me", headers=bearer(ADMIN_TOKEN))).status_code == 429
+
+
+async def test_per_process_counts_by_default_are_not_shared(tmp_path: Path) -> None:
+    apps = [
+        create_app(
+            f"sqlite:///{tmp_path / f'{name}.db'}", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN,
+            login_limit="2/minute",
+        )
+        for name in ("a", "b")
+    ]
+    with Server(apps[0]) as first, Server(apps[1]) as second:
+        async with httpx.AsyncClient(base_url=first) as a, httpx.AsyncClient(base_url=second) as b:
+            for _ in range(2):
+                assert (await a.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
+            assert (await a.get("/api/v2/me", headers=bearer(WRONG))).status_code == 429
+            assert (await b.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401  # b counts on its own
