@@ -52,9 +52,15 @@ class Links(NamedTuple):
 
 
 def find_links(
-    messages: Sequence[Message], kinds: Sequence[int], specials: Sequence[int] | None = None, *, strict: bool = True
+    messages: Sequence[Message],
+    kinds: Sequence[int],
+    specials: Sequence[int] | None = None,
+    *,
+    strict: bool = True,
+    links: Sequence[tuple[str, ...] | None] | None = None,
 ) -> Links | None:
     """The multi-member groups of ``messages``. ``specials``: the positions whose kind is not 0 (ascending).
+    ``links``: each message's ``_links``, where they were read without building the messages.
 
     A malformed message (see ``KIND_MALFORMED``) raises what deriving its link ids raises, or, when not
     ``strict``, makes the answer None. Linear in the number of messages that can link (plus, once there is
@@ -99,7 +105,7 @@ def find_links(
                 return None
             ids = link_ids(messages[index])  # derived again: fails as it always did
         else:
-            ids = messages[index]._links or ()
+            ids = (messages[index]._links if links is None else links[index]) or ()
         if ids:
             for link in ids:
                 owner = setdefault(link, index)

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from .errors import TokenBudgetExceeded, UnknownStrategy
 from .groups import Group
-from .messages import Message, MessageLike, ToolCall
+from .messages import Message, MessageLike, MessageView, ToolCall
 from .request import Strategy, StrategyRequest
 from .shifting import (
     Counter,
@@ -64,7 +64,7 @@ def _well_formed(message: object) -> bool:
 
 
 def _messages(items: object, what: str) -> list[Message]:
-    if not isinstance(items, list | tuple):
+    if not isinstance(items, list | tuple | MessageView):
         raise StrategyFailed(f"{what} is not a list")
     if not all(_well_formed(m) for m in items):
         raise StrategyFailed(f"{what} holds something that is not a well-formed Message")

@@ -8,11 +8,11 @@ message is, through :func:`as_message`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, TypeVar, cast
+from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, cast, overload
 
 from .vocabulary import PROTECTED_SYSTEM_SOURCES, ROLES, SOURCES, Role, Source
 
@@ -663,3 +663,206 @@ def _link_ids_of(message: Message) -> tuple[str, ...]:
             if isinstance(value, str) and value:
                 ids.append(value)
     return tuple(dict.fromkeys(ids))
+
+
+class LazyMessages(Sequence[Message]):
+    """A normalized prompt of plain dicts whose ``Message`` objects are built when first read.
+
+    Made by :func:`scanned`, which has already checked every dict (so building one never fails) and read
+    what a shift needs of every message (its id, its ``_kind`` bits and its link ids). A shift reads only
+    the messages it counts or keeps; the rest are never built. Reading one always gives the same object,
+    equal to the one :func:`normalize_messages` makes.
+    """
+
+    __slots__ = ("_built", "_items")
+
+    def __init__(self, items: Sequence[object], built: list[Message | None]) -> None:
+        self._items = items
+        self._built = built
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._built)))]
+        message = self._built[index]
+        if message is None:
+            if index < 0:
+                index += len(self._built)
+            item = self._items[index]
+            message = _plain(item, index)
+            if message is None:  # a checked dict with tool calls
+                message = Message.from_dict(cast(Mapping[str, Any], item))
+                if not message.id:
+                    message = replace(message, id=f"msg-{index}")
+            self._built[index] = message
+        return message
+
+    def __iter__(self) -> Iterator[Message]:
+        return map(self.__getitem__, range(len(self._built)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+
+class MessageView(Sequence[Message]):
+    """Some messages of a :class:`LazyMessages`, by position, built only when read (a result's ``excluded``).
+
+    Compares equal to a list of the same messages; it pickles and copies as a list.
+    """
+
+    __slots__ = ("_messages", "_positions")
+
+    def __init__(self, messages: Sequence[Message], positions: Sequence[int]) -> None:
+        self._messages = messages
+        self._positions = positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Message]: ...
+    def __getitem__(self, index: int | slice) -> Message | list[Message]:
+        if isinstance(index, slice):
+            return list(map(self._messages.__getitem__, self._positions[index]))
+        return self._messages[self._positions[index]]
+
+    def __iter__(self) -> Iterator[Message]:
+        return map(self._messages.__getitem__, self._positions)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+
+_CALL_KEYS = _PLAIN_KEYS | {"tool_calls"}
+_CALL_DICT_KEYS = frozenset({"id", "type", "function"})
+_FUNCTION_KEYS = frozenset({"name", "arguments"})
+
+
+def _simple_calls(calls: object) -> bool:
+    """Whether ``calls`` is a non-empty list of OpenAI tool-call dicts ``ToolCall.from_dict`` takes as they
+    are (a string id, name and arguments, nothing else), so a message of them can be built later."""
+    if type(calls) is not list or not calls:
+        return False
+    for call in calls:
+        if type(call) is not dict or not call.keys() <= _CALL_DICT_KEYS:
+            return False
+        ident, function = call.get("id"), call.get("function")
+        if type(ident) is not str or not ident or type(function) is not dict or not function.keys() <= _FUNCTION_KEYS:
+            return False
+        if type(function.get("name", "")) is not str or type(function.get("arguments", "")) is not str:
+            return False
+    return True
+
+
+class Scan(NamedTuple):
+    """What :func:`scanned` read of a prompt: its messages (built lazily), ids, ``_kind`` bits and link ids."""
+
+    messages: Sequence[Message]
+    ids: list[str]
+    kinds: list[int]
+    links: list[tuple[str, ...] | None]
+
+
+def scanned(items: Iterable[MessageLike]) -> Scan:
+    """:func:`normalized`, without building the ``Message`` of a plain dict until it is read.
+
+    Every item is checked here, in order, so a bad one raises what :func:`normalized` raises. A plain dict
+    (the keys :func:`_plain` takes, of the right types) is only read: its id, kind and link id. Any other
+    item is built at once, as :func:`normalized` builds it.
+    """
+    if isinstance(items, str | bytes | Mapping):
+        raise TypeError("messages must be a list of messages, not a single value")
+    if not isinstance(items, list | tuple):
+        items = list(items)
+    built: list[Message | None] = []
+    kinds: list[int] = []
+    links: list[tuple[str, ...] | None] = []
+    seen: dict[str, None] = {}
+    add_built, add_kind, add_links = built.append, kinds.append, links.append
+    plain_keys, roles, sources, protected_sources = _PLAIN_KEYS, ROLES, SOURCES, PROTECTED_SYSTEM_SOURCES
+    call_keys = _CALL_KEYS
+    no_links: tuple[str, ...] = ()
+    for index, item in enumerate(items):
+        calls: object = None
+        if type(item) is dict and (item.keys() <= plain_keys or (
+            item.keys() <= call_keys and _simple_calls(calls := item.get("tool_calls"))
+        )):
+            get = item.get
+            role = get("role")
+            content = get("content", "")
+            ident = get("id") or f"msg-{index}"
+            call_id = get("tool_call_id") or None
+            pinned = get("pinned", False)
+            source = get("source")
+            name = get("name")
+            if (
+                role in roles
+                and (content is None or type(content) is str)
+                and type(ident) is str
+                and (name is None or type(name) is str)
+                and (call_id is None or type(call_id) is str)
+                and type(pinned) is bool
+                and (source is None or source in sources)
+            ):
+                kind = KIND_PROTECTED if pinned or source == "input" else 0
+                if role == "system":
+                    if source in protected_sources:
+                        kind = KIND_PROTECTED
+                elif role == "tool":
+                    kind |= KIND_TOOL
+                if calls:
+                    call_ids = [c["id"] for c in cast(list[dict[str, str]], calls)]
+                    found = tuple(dict.fromkeys([call_id, *call_ids] if call_id else call_ids))
+                    kind |= KIND_LINKED
+                    add_links(found)
+                elif call_id:
+                    kind |= KIND_LINKED
+                    add_links((call_id,))
+                else:
+                    add_links(no_links)
+                if ident in seen:
+                    raise ValueError(f"message {ident}: duplicate message id")
+                seen[ident] = None
+                add_built(None)
+                add_kind(kind)
+                continue
+        message = Message.from_dict(item) if type(item) is dict else as_message(item)
+        ident = message.id
+        if not ident:
+            message = replace(message, id=f"msg-{index}")
+            ident = message.id
+        if ident in seen:
+            raise ValueError(f"message {ident}: duplicate message id")
+        seen[ident] = None
+        add_built(message)
+        add_kind(message._kind)
+        add_links(message._links)
+    return Scan(LazyMessages(items, built), list(seen), kinds, links)

@@ -16,7 +16,7 @@ from typing import Any
 
 from .errors import TokenBudgetExceeded
 from .groups import Group, find_links, group_index
-from .messages import Message, MessageLike, normalized
+from .messages import LazyMessages, Message, MessageLike, MessageView, normalized, scanned
 from .tokens import (
     ChatFormatProfile,
     TokenCounter,
@@ -77,7 +77,7 @@ class ShiftResult:
     """
 
     kept: list[Message]
-    excluded: list[Message]
+    excluded: Sequence[Message]
     truncated: list[Truncation]
     tokens: int
     reasons: dict[str, str]
@@ -149,6 +149,8 @@ class Prompt:
         per_message_overhead: tokens added to every message by a plain callable counter.
         groups: groups to use instead of those found in ``messages`` (the host keeps the original prompt's
             groups and protection when it recounts a strategy's result).
+        lazy: build the ``Message`` of a plain dict only when it is counted or kept (``shift_context``);
+            the excluded ones of a result are built when read.
     """
 
     def __init__(
@@ -158,19 +160,27 @@ class Prompt:
         per_message_overhead: int = 4,
         *,
         groups: Sequence[Group] | None = None,
+        lazy: bool = False,
     ) -> None:
         check_overhead(per_message_overhead)
         if not isinstance(counter, TokenizerProfile):
             check_counter(counter)
-        self.messages: list[Message]
+        self.messages: Sequence[Message]
         self.ids: list[str]
-        self.messages, self.ids = normalized(messages)
+        kinds: list[int] | None = None
+        read_links: list[tuple[str, ...] | None] | None = None
+        if lazy and groups is None and not all(type(m) is Message for m in messages):
+            self.messages, self.ids, kinds, read_links = scanned(messages)
+        else:
+            self.messages, self.ids = normalized(messages)
         self.counter = counter
         self.per_message_overhead = per_message_overhead
         self.additive = _additive(counter)
         self._groups: list[Group] | None = None
         if groups is None:
-            links = find_links(self.messages, list(map(_kind, self.messages)))
+            if kinds is None:
+                kinds = list(map(_kind, self.messages))
+            links = find_links(self.messages, kinds, links=read_links)
             assert links is not None  # strict: a malformed message raised
             self.multi: dict[int, list[int]] = links.multi
             self.root_of: dict[int, int] = links.root_of
@@ -503,7 +513,11 @@ def build_result(
     kept = list(map(messages.__getitem__, kept_positions))
     fields: dict[str, Any] = {
         "kept": kept,
-        "excluded": list(map(messages.__getitem__, removed)),
+        "excluded": (
+            MessageView(messages, removed)
+            if isinstance(messages, LazyMessages)
+            else list(map(messages.__getitem__, removed))
+        ),
         "truncated": [],
         "tokens": outcome.tokens,
         "reasons": reasons,
@@ -554,7 +568,7 @@ def shift_context(
         ValueError: a duplicate message id, an unknown role, or a budget that is not positive.
     """
     check_budget(budget)
-    prompt = Prompt(messages, count_tokens, per_message_overhead)
+    prompt = Prompt(messages, count_tokens, per_message_overhead, lazy=True)
     outcome = shift_prompt(prompt, budget)
     return build_result(prompt, outcome, budget, diagnostics=excluded_note(len(outcome.removed)))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from contextshift import Message, get_tokenizer, shift_context, shift_with_strategy
@@ -64,3 +64,83 @@ def test_the_one_look_path_makes_the_message_from_dict_makes(s: Scenario) -> Non
     for one, other in zip(fast, slow, strict=True):
         assert one.text == other.text and one.protected == other.protected and hash(one) == hash(other)
         assert one._links == other._links and one._kind == other._kind
+
+
+_CORRUPTIONS: list[tuple[str, Any]] = [
+    ("content", 123),
+    ("pinned", "yes"),
+    ("role", "narrator"),
+    ("source", "somewhere"),
+    ("name", 7),
+    ("tool_call_id", 5),
+    ("meta", [1]),
+    ("tool_calls", [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]),
+    ("tool_calls", [{"id": "c", "function": {"name": 3, "arguments": "{}"}}]),
+    ("tool_calls", "f()"),
+]
+
+
+def _error(call: Any) -> tuple[str, str] | None:
+    try:
+        call()
+    except (TypeError, ValueError) as error:
+        return type(error).__name__, str(error)
+    except Exception:
+        return None
+    return None
+
+
+@SETTINGS
+@given(s=scenarios(max_segments=6), data=st.data())
+def test_a_bad_dict_raises_the_same_error_on_the_lazy_dict_path_as_on_the_object_path(
+    s: Scenario, data: st.DataObject
+) -> None:
+    # The dict path builds the Message of a dict only when it is counted or kept, but it checks every dict
+    # first: a bad one among those that would be dropped still fails, with the error from_dict gives.
+    assume(s.dicts)
+    dicts = copy.deepcopy(s.dicts)
+    index = data.draw(st.integers(0, len(dicts) - 1))
+    if data.draw(st.booleans()) and len(dicts) > 1:
+        other = data.draw(st.integers(0, len(dicts) - 1).filter(lambda i: i != index))
+        dicts[index]["id"] = dicts[other]["id"] = "same"
+    else:
+        key, value = data.draw(st.sampled_from(_CORRUPTIONS))
+        dicts[index][key] = value
+    lazy = _error(lambda: shift_context(copy.deepcopy(dicts), approx_tokens, s.budget))
+    objects = _error(lambda: shift_context([Message.from_dict(d) for d in dicts], approx_tokens, s.budget))
+    assert lazy is not None
+    assert lazy == objects
+
+
+def test_a_shift_of_dicts_builds_only_the_messages_it_counts() -> None:
+    from contextshift.core.shifting import Prompt, build_result, excluded_note, shift_prompt
+
+    dicts: list[dict[str, Any]] = [{"role": "system", "content": "be brief"}]
+    for turn in range(1, 500):
+        dicts.append({"role": "user", "content": f"question {turn} " * 5})
+        if turn % 7 == 0:
+            call_id = f"call_{turn}"
+            dicts.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "look", "arguments": "{}"}}]})
+            dicts.append({"role": "tool", "tool_call_id": call_id, "content": "found " * 10})
+        dicts.append({"role": "assistant", "content": f"answer {turn} " * 8})
+    prompt = Prompt(copy.deepcopy(dicts), lambda text: len(text) // 4, lazy=True)
+    outcome = shift_prompt(prompt, 2_000)
+    built = [p for p in range(len(dicts)) if prompt.messages._built[p] is not None]  # type: ignore[attr-defined]
+    # Built = counted: the protected system prompt, and the newest groups counted in batches of 64 and then
+    # 128 from the end (a tool exchange, call and result, is one group).
+    sizes: list[int] = []
+    for d in dicts[1:]:
+        if d["role"] == "tool":
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+    assert built == sorted(prompt._costs)
+    assert len(built) == 1 + sum(sizes[-(64 + 128):]) < len(dicts) // 5
+    result = build_result(prompt, outcome, 2_000, diagnostics=excluded_note(len(outcome.removed)))
+    assert len(result.kept) == len(dicts) - len(outcome.removed) < len(built)
+    # The excluded are built when read, and are the messages the object path excludes.
+    objects = shift_context([Message.from_dict(d) for d in dicts], lambda text: len(text) // 4, 2_000)
+    assert result.excluded == objects.excluded and list(result.excluded) == objects.excluded
+    assert result.to_dict() == objects.to_dict()
+    assert copy.deepcopy(result.excluded) == objects.excluded and type(copy.deepcopy(result.excluded)) is list
