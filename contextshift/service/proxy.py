@@ -58,6 +58,7 @@ from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from .calibration import Counting, counting_for, learn
 from .errors import Refusal, ServiceError
+from .provider_hosts import check_provider_url
 from .turn import DEFAULT_CONTEXT_LIMIT, profile_for, serializer_for
 
 log = logging.getLogger("contextshift.proxy")
@@ -492,6 +493,7 @@ class ProxyService:
         provider = await repos.providers.get(chosen.provider_id) if chosen is not None else None
         if chosen is None or provider is None or not provider.enabled:
             raise model_not_found(name)
+        check_provider_url(provider.base_url)
         return chosen, provider
 
     async def resolve(self, name: str) -> tuple[ModelRow, ProviderRow]:

@@ -14,6 +14,7 @@ from ..providers import enforces_output_limit
 from ..storage import Repositories
 from ..storage.tables import BotRow, ModelRow, ProviderRow
 from .errors import Refusal, ServiceError, not_found
+from .provider_hosts import provider_url_allowed
 
 MODEL_UNAVAILABLE = "compaction.model_unavailable"
 REASONS = (
@@ -29,6 +30,8 @@ EXPLANATIONS = {
     "not_chat_model": "the compaction model is not a chat model",
     "model_disabled": "the compaction model is disabled",
     "provider_disabled": "the compaction model's provider is disabled",
+    "provider_host_not_allowed": "the compaction model's provider points at a host CONTEXTSHIFT_PROVIDER_HOSTS "
+    "does not allow",
     "output_limit_unsupported": "the model's provider does not enforce output token limits (openai-codex); "
     "choose a compaction model",
     "window_unknown": "the model does not declare its context window",
@@ -66,6 +69,8 @@ def problem_with(model: ModelRow, provider: ProviderRow | None) -> str | None:
         return "model_disabled"
     if provider is None or not provider.enabled:
         return "provider_disabled"
+    if not provider_url_allowed(provider.base_url):
+        return "provider_host_not_allowed"
     if not enforces_output_limit(provider.kind):
         return "output_limit_unsupported"
     if not model.context_window:

@@ -24,6 +24,7 @@ from .calibration import Counting, counting_for
 from .counting import ServerCounting
 from .errors import Refusal, ServiceError, not_found
 from .history import is_command, merge
+from .provider_hosts import check_provider_url
 from .recall import RECALL, recall_candidates
 
 #: How many of a summary's covered messages the audit lists one by one (the newest ones).
@@ -113,6 +114,7 @@ def require_generation_ready(bot: BotRow, model: ModelRow | None, provider: Prov
         raise ServiceError(
             Refusal.UNPROCESSABLE, "PROVIDER_DISABLED", "The chat model's provider is disabled.", model_id=model.id
         )
+    check_provider_url(provider.base_url)
 
 
 async def load_turn(

@@ -106,6 +106,27 @@ async def test_the_provider_hosts_setting_restricts_where_providers_point(
     assert names == ["a"]
 
 
+
+async def test_a_provider_saved_before_the_hosts_setting_narrowed_is_refused_before_its_key_leaves(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = await service.setup_chat()  # the fake provider on 127.0.0.1, saved while any host was allowed
+    monkeypatch.setenv("CONTEXTSHIFT_PROVIDER_HOSTS", "api.openai.com")
+    turn = await service.http.post(f"/api/v2/chats/{ids['chat']}/generate", json={"content": "hi", "stream": False})
+    assert (turn.status_code, turn.json()["error"]["code"]) == (422, "PROVIDER_HOST_NOT_ALLOWED")
+    assert (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"] == []
+    endpoint = await service.http.post(
+        "/v1/chat/completions", json={"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    )
+    assert endpoint.status_code == 400 and endpoint.json()["error"]["code"] == "provider_host_not_allowed"
+    compact = await service.http.post(f"/api/v2/chats/{ids['chat']}/compact", json={})
+    assert compact.json()["error"]["params"]["reason"] == "provider_host_not_allowed"
+    assert service.fake.requests == []  # nothing, and no key, went to the provider
+    monkeypatch.setenv("CONTEXTSHIFT_PROVIDER_HOSTS", "127.0.0.1")
+    allowed = await service.http.post(f"/api/v2/chats/{ids['chat']}/generate", json={"content": "hi", "stream": False})
+    assert allowed.status_code == 200 and len(service.fake.requests) == 1
+
+
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
