@@ -169,7 +169,9 @@ class Prompt:
         self.ids: list[str]
         kinds: list[int] | None = None
         read_links: list[tuple[str, ...] | None] | None = None
-        if lazy and groups is None and not all(type(m) is Message for m in messages):
+        if lazy and not isinstance(messages, list | tuple | str | bytes | Mapping):
+            messages = list(messages)  # read once: a generator is not read twice
+        if lazy and groups is None and set(map(type, messages)) - {Message}:
             self.messages, self.ids, kinds, read_links = scanned(messages)
         else:
             self.messages, self.ids = normalized(messages)
