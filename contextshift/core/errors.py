@@ -4,7 +4,14 @@ from __future__ import annotations
 
 
 class ContextShiftError(Exception):
-    """Base of contextshift's own errors; ``code`` is stable, ``params`` explains it."""
+    """Base of contextshift's own errors; ``code`` is stable, ``params`` explains it.
+
+    Catch this to handle every error contextshift raises on purpose (``except ContextShiftError``).
+
+    Args:
+        message: what went wrong, in plain words (also ``str(error)``).
+        **params: the values the message is about (ids, counts, limits), kept in ``params``.
+    """
 
     code = "CONTEXT_SHIFT_ERROR"
 
@@ -15,7 +22,13 @@ class ContextShiftError(Exception):
 
 
 class TokenBudgetExceeded(ContextShiftError):
-    """S3/P2: the protected context alone (or an empty budget) does not fit; nothing may be sent."""
+    """S3/P2: the protected context alone (or an empty budget) does not fit; nothing may be sent.
+
+    Args:
+        protected_tokens: what the protected messages (system prompt, persona, pinned, current input) need.
+        budget: the tokens the prompt may use.
+        message: a message to use instead of the default, which names both numbers.
+    """
 
     code = "TOKEN_BUDGET_EXCEEDED"
 
@@ -34,7 +47,11 @@ class TokenBudgetExceeded(ContextShiftError):
 
 
 class UnknownStrategy(ContextShiftError, KeyError):
-    """G1: no strategy is registered under that name."""
+    """G1: no strategy is registered under that name (also a ``KeyError``).
+
+    Args:
+        name: the name that was asked for.
+    """
 
     code = "UNKNOWN_CONTEXT_STRATEGY"
 

@@ -23,7 +23,12 @@ _LINKING = KIND_LINKED | KIND_TOOL | KIND_MALFORMED
 
 
 class Group(NamedTuple):
-    """Positions (indices into the prompt) of the members of one group, in prompt order."""
+    """One tool group (M3): the messages that are kept or removed together.
+
+    Args:
+        members: the positions (indices into the prompt) of its messages, in prompt order.
+        protected: whether any member is protected (M4), so the whole group stays.
+    """
 
     members: tuple[int, ...]
     protected: bool
@@ -153,7 +158,18 @@ def find_links(
 
 
 def build_groups(messages: Sequence[Message]) -> list[Group]:
-    """All groups of a prompt, ordered by their earliest member. Linear in the number of messages."""
+    """All groups of a prompt, ordered by their earliest member. Linear in the number of messages.
+
+    Args:
+        messages: the prompt (normalized ``Message`` objects, see :func:`normalize_messages`).
+
+    Returns:
+        Every message in exactly one group: an assistant's tool calls with their results, every other
+        message a group of its own.
+
+    Raises:
+        TypeError: a message's fields have the wrong type, so its link ids cannot be read.
+    """
     kinds = kinds_of(messages)
     links = find_links(messages, kinds)
     assert links is not None  # strict: a malformed message raised

@@ -506,7 +506,18 @@ def text_parts(content: str | Sequence[Mapping[str, Any]] | None) -> Iterable[st
 
 
 def as_message(item: MessageLike) -> Message:
-    """A ``Message`` from a message or a message dict (see :meth:`Message.from_dict`)."""
+    """A ``Message`` from a message or a message dict.
+
+    Args:
+        item: a ``Message`` (returned as it is) or an OpenAI-style dict (see :meth:`Message.from_dict`).
+
+    Returns:
+        The message (an id-less dict keeps an empty id; :func:`normalize_messages` gives ids).
+
+    Raises:
+        TypeError: ``item`` is neither, or a field has the wrong type.
+        ValueError: an unknown role or source, or a tool call without an id.
+    """
     if isinstance(item, Message):
         return item
     return _plain(item) or Message.from_dict(item)
@@ -601,6 +612,12 @@ def _unchanged_ids(items: Sequence[MessageLike]) -> list[str] | None:
 
 def normalize_messages(items: Iterable[MessageLike]) -> list[Message]:
     """Convert every item, give id-less messages their stable ``msg-<index>`` id, and reject duplicates.
+
+    Args:
+        items: the prompt, oldest first: ``Message`` objects or their dicts.
+
+    Returns:
+        The messages, in the same order, each with a unique id.
 
     Raises:
         TypeError: ``items`` is a single value rather than a list, or an item is not a message.

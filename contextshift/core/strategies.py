@@ -265,7 +265,14 @@ class _Registration:
 
 
 class ContextStrategyRegistry:
-    """Strategies by name. A higher-priority registration of a name overrides a lower one until cleaned up."""
+    """Strategies by name. A higher-priority registration of a name overrides a lower one until cleaned up.
+
+    Thread-safe. Pass one to ``shift_with_strategy(registry=...)``; :data:`default_registry` is the shared one.
+
+    Args:
+        builtins: start with the built-in strategies (``truncate``, ``summarize``, ``vector-recall``,
+            ``manual``, ``recall``).
+    """
 
     def __init__(self, *, builtins: bool = True) -> None:
         self._lock = threading.Lock()
@@ -330,6 +337,7 @@ class ContextStrategyRegistry:
             return stack[0].strategy
 
     def names(self) -> list[str]:
+        """Every registered name, sorted."""
         with self._lock:
             return sorted(self._entries)
 

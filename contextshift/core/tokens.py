@@ -31,7 +31,12 @@ OPENAI_REPLY_PRIMING = 3
 
 @runtime_checkable
 class TokenizerProfile(Protocol):
-    """T1: a named way of counting tokens for one provider's chat format."""
+    """T1: a named way of counting tokens for one provider's chat format (a Protocol).
+
+    Any object with these members is a profile; ``contextshift.get_tokenizer`` gives the built-in ones.
+    ``name`` names it, ``approximate`` says whether its counts are an estimate, ``count(text)`` counts one
+    text and ``count_messages(messages)`` counts a whole prompt (framing and reply priming included).
+    """
 
     @property
     def name(self) -> str: ...
@@ -78,6 +83,11 @@ class ChatFormatProfile:
 
     Subclasses implement :meth:`count_text` (and optionally :meth:`count_texts` for batches); this class
     adds the content cache, media costs and the whole-prompt count.
+
+    Args:
+        name: the profile's name (reported in audits and diagnostics).
+        approximate: whether its counts are an estimate rather than the provider's own.
+        cache_limit: how many texts the count cache (keyed by the text) holds.
     """
 
     image_tokens: int = IMAGE_PART_TOKENS
@@ -179,7 +189,16 @@ def _script(char: str) -> str:
 
 
 def approximate_count(text: str) -> int:
-    """The script-aware estimate: the sum of 1/rate over the characters, rounded up; 0 only for ''."""
+    """The script-aware estimate of a text's tokens, offline.
+
+    Each character costs 1/rate tokens, the rate depending on its script (Latin, digits, CJK...).
+
+    Args:
+        text: the text to count.
+
+    Returns:
+        The sum rounded up: 0 only for ``""``, at least 1 otherwise.
+    """
     if not text:
         return 0
     if text.isascii():
@@ -193,7 +212,12 @@ def approximate_count(text: str) -> int:
 
 
 class ApproximateProfile(ChatFormatProfile):
-    """T2: the offline estimate used for unknown models; every report marks it approximate."""
+    """T2: the offline estimate used for unknown models (:func:`approximate_count` plus OpenAI-style chat
+    framing); every report marks it approximate.
+
+    Args:
+        name: the profile's name.
+    """
 
     def __init__(self, name: str = "approximate") -> None:
         super().__init__(name, approximate=True)

@@ -213,6 +213,17 @@ def to_anthropic_messages(messages: Iterable[MessageLike]) -> tuple[str | None, 
     Every system message, mid-conversation ones (summaries) included, is folded in order into ``system``;
     tool calls become ``tool_use`` blocks and tool results ``tool_result`` blocks of a user turn;
     consecutive same-role turns are merged; the first turn is always a user turn.
+
+    Args:
+        messages: ``Message`` objects or their dicts (a ``ShiftResult``'s ``kept``, say).
+
+    Returns:
+        ``(system, messages)``: the system text (None when there is none) and the ``messages`` list, exactly
+        what the Anthropic Messages API accepts.
+
+    Raises:
+        TypeError: an item is not a message (see :func:`contextshift.core.as_message`).
+        ValueError: an item :meth:`Message.from_dict` rejects.
     """
     items = _messages(messages)
     system: list[str] = []
