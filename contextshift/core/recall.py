@@ -13,6 +13,10 @@
    included, takes at most ``MAX_RECALL_SHARE`` × its relevance of the room left beside the protected
    context. A few strongly relevant groups may take up to three quarters; weakly relevant ones only a
    little; nothing below ``MIN_RELEVANCE`` comes back.
+   A group with long tool results is chosen at the cost of its excerpt (each result cut to its pieces
+   that hold a query word, after a marker); once all are chosen, excerpted groups come back whole
+   instead while the share allows. An excerpted group comes back as copies with new ids (tool-call ids
+   kept), declared as replacements of the originals (``summarized``).
 5. The rest of the budget goes to the newest turns: the prompt is shifted again, oldest first, with the
    recalled groups held in place. Recalled messages keep their ids, stand in chronological order and
    have the reason ``recalled``.
@@ -28,14 +32,15 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cache
 
 from .groups import build_groups
 from .messages import Message, link_ids
 from .relevance import bm25_term_scores, terms
 from .request import StrategyRequest
-from .shifting import Prompt, Removal, ShiftResult, build_result, excluded_note, shift_prompt
-from .vocabulary import RECALLED
+from .shifting import Prompt, Removal, ShiftResult, Truncation, build_result, excluded_note, shift_prompt
+from .vocabulary import RECALLED, SUMMARIZED
 
 #: Groups less relevant than this (relative to the best group of the prompt) never come back.
 MIN_RELEVANCE = 0.2
@@ -58,6 +63,12 @@ RARE_SHARE = 0.03
 QUESTION_FACTOR = 0.5
 #: At most this many excluded groups are considered, most relevant first.
 MAX_CANDIDATES = 256
+#: A tool result is cut to its excerpt only when the excerpt is at most this share of it.
+EXCERPT_SHARE = 0.5
+#: The pieces a tool result is cut into for its excerpt: sentences, lines and JSON fields.
+_PIECE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s*(?=\")")
+#: What an excerpted tool result starts with.
+EXCERPT_MARK = "[excerpt: cut by recall to the parts the current input asks about, {kept} of {total} characters]"
 
 
 def current_input(messages: Sequence[Message]) -> str:
@@ -216,6 +227,36 @@ class _Scores:
         return False
 
 
+def _excerpt(prompt: Prompt, number: int, query: frozenset[str]) -> list[Message] | None:
+    """A group with its tool results cut to the pieces that hold a word of the query, or None.
+
+    Every member gets a copy with a new id (``<id>~excerpt``): the call unchanged, each long tool result
+    cut to its sentences, lines and JSON fields that match the query, joined by " … " after a marker that
+    says it was cut. Tool-call ids stay, so the call and its results stay together. None when no result
+    gets at most ``EXCERPT_SHARE`` of its size.
+    """
+    members = [prompt.messages[p] for p in prompt.groups[number].members]
+    out: list[Message] = []
+    cut = False
+    for message in members:
+        new_id = message.id + "~excerpt"
+        while new_id in prompt.position:
+            new_id += "~"
+        content = message.content
+        if message.role == "tool" and isinstance(content, str) and content:
+            pieces = [piece for piece in _PIECE.split(content) if piece.strip()]
+            analysed = terms([piece.replace("_", " ") for piece in pieces])
+            kept = [piece for piece, words in zip(pieces, analysed, strict=True) if query.intersection(words)]
+            size = sum(len(piece) for piece in kept)
+            if kept and size <= EXCERPT_SHARE * len(content):
+                mark = EXCERPT_MARK.format(kept=size, total=len(content))
+                out.append(replace(message, id=new_id, content=mark + " " + " … ".join(kept)))
+                cut = True
+                continue
+        out.append(replace(message, id=new_id))
+    return out if cut else None
+
+
 def recall(request: StrategyRequest) -> ShiftResult:
     """Shift like ``truncate``, then bring back the excluded tool groups the current input needs (G4a)."""
     prompt = Prompt(request.messages, request.count_tokens, request.per_message_overhead)
@@ -229,31 +270,57 @@ def recall(request: StrategyRequest) -> ShiftResult:
     query = current_input(prompt.messages)
     if not query_words(query):
         return truncated
-    chosen = _choose(prompt, outcome, query, budget)
+    chosen, excerpts = _choose(prompt, outcome, query, budget)
     if not chosen:
         return truncated
     while chosen:
         held = set(chosen)
-        order = [n for n in range(len(prompt.groups)) if n not in held]
-        second = shift_prompt(prompt, budget, order=order)
+        cut = {n: excerpts[n] for n in chosen if n in excerpts}
+        shown = prompt
+        if cut:  # the excerpted groups stand in their place, member for member (the same groups)
+            messages = list(prompt.messages)
+            for n, copies in cut.items():
+                for position, copy in zip(prompt.groups[n].members, copies, strict=True):
+                    messages[position] = copy
+            shown = Prompt(messages, request.count_tokens, request.per_message_overhead)
+        order = [n for n in range(len(shown.groups)) if n not in held]
+        second = shift_prompt(shown, budget, order=order)
         if second.tokens <= budget:
             break
         chosen.pop()  # the least relevant one (a counter whose whole-prompt count is not the sum)
     else:
         return truncated
     recalled = [p for n in sorted(chosen, key=lambda n: prompt.groups[n].first) for p in prompt.groups[n].members]
-    result = build_result(prompt, second, budget, strategy="recall", diagnostics=excluded_note(len(second.removed)))
+    replaced = {p: shown.messages[p] for n in cut for p in prompt.groups[n].members}
+    result = build_result(shown, second, budget, strategy="recall", diagnostics=excluded_note(len(second.removed)))
+    for position, copy in replaced.items():  # declared as replacements of the originals, which they stand for
+        del result.reasons[copy.id]
+        result.reasons[prompt.messages[position].id] = SUMMARIZED
+    result.truncated.extend(
+        Truncation(copy, [prompt.messages[p].id], prompt.costs[p], shown.costs[p]) for p, copy in replaced.items()
+    )
     for position in recalled:
-        result.reasons[prompt.messages[position].id] = RECALLED
-    tokens = sum(prompt.costs[p] for p in recalled)
+        if position not in replaced:
+            result.reasons[prompt.messages[position].id] = RECALLED
+    tokens = sum(shown.costs[p] for p in recalled)
     result.diagnostics.append(
         f"recall brought back {len(recalled)} message(s) ({tokens} tokens) relevant to the current input"
     )
+    if cut:
+        result.diagnostics.append(
+            f"recall cut the tool results of {len(cut)} tool group(s) ({len(replaced)} message(s)) to their excerpt "
+            "relevant to the current input; the copies stand in for the originals"
+        )
     return result
 
 
-def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[int]:
-    """The excluded groups to bring back, in the order they were chosen (most useful first).
+def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[list[int], dict[int, list[Message]]]:
+    """The excluded groups to bring back, in the order they were chosen (most useful first), and the ones
+    that come back excerpted (their tool results cut to what the query matches), with their copies.
+
+    A group with long tool results is chosen at its excerpt's cost; once all are chosen, excerpted groups
+    come back whole instead, most useful first, while everything recalled still takes at most
+    ``MAX_RECALL_SHARE`` × the least relevance of what was chosen of the room.
 
     Sentences are scored, and a group is worth its best sentence. Greedy by marginal value: the rarest word
     of the query a chosen sentence holds (what it is about: a name, a code) counts ``COVERED`` as much
@@ -265,7 +332,7 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[i
     """
     scores = _Scores(prompt, query)
     if scores.best <= 0:
-        return []
+        return [], {}
     gone = set(outcome.removed)
     firsts = [g.first for g in prompt.groups]
     excluded = [n for n in scores.numbers if firsts[n] in gone and scores.term_scores[n]]
@@ -308,6 +375,10 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[i
     heapq.heapify(heap)
     chosen: list[int] = []
     used = 0
+    group_costs = prompt.group_costs
+    excerpts: dict[int, list[Message]] = {}
+    whole: dict[int, int] = {}  # what coming back whole adds to an excerpted group
+    least = 1.0
     while heap:
         _, order, number = heapq.heappop(heap)
         current = value(number)
@@ -316,12 +387,23 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[i
             continue
         if current < MIN_RELEVANCE:
             break
-        cost = prompt.group_costs[number]
+        cost = cheap = group_costs[number]
+        copies = (
+            _excerpt(prompt, number, scores.query)
+            if any(prompt.messages[p].role == "tool" for p in prompt.groups[number].members)
+            else None
+        )
+        if copies is not None:
+            cheap = sum(Prompt(copies, prompt.counter, prompt.per_message_overhead).costs)
+            if cheap < cost:
+                excerpts[number], whole[number] = copies, cost - cheap
         own = factor[number] * scores.relevance[number]
-        if used + cost > room * MAX_RECALL_SHARE * own:
+        if used + min(cost, cheap) > room * MAX_RECALL_SHARE * own:
+            excerpts.pop(number, None)
             continue
         chosen.append(number)
-        used += cost
+        least = min(least, own)
+        used += cheap if number in excerpts else cost
         sentence = best_sentence(number)[1]
         matched = [t for t in sentence if t in scores.rare]
         if matched and number not in scores.questions:  # what the sentence it was chosen for is about
@@ -329,7 +411,11 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> list[i
             if about not in seen_with:
                 weight[about] *= COVERED
             seen_with.setdefault(about, set()).update(sentence)
-    return chosen
+    for number in [n for n in chosen if n in excerpts]:
+        if used + whole[number] <= room * MAX_RECALL_SHARE * least:
+            used += whole[number]
+            del excerpts[number]
+    return chosen, {n: excerpts[n] for n in chosen if n in excerpts}
 
 
 __all__ = [

@@ -8,6 +8,7 @@ truncation over protected context, or smuggle a tool link into a declared replac
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -237,14 +238,42 @@ UNRELATED_INPUT = {"role": "user", "content": "Zyxwv qorpt?", "source": "input"}
 
 
 def _recall_groups(s: Scenario, result: ShiftResult) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
-    """The unprotected groups recall brought back, the others it kept and the ones it left out."""
+    """The unprotected groups recall brought back (whole or excerpted), the others it kept and the ones it
+    left out."""
     ids = s.ids
     kept = {m.id for m in result.kept}
+    stands_in = {source for t in result.truncated for source in t.source_ids}
     unprotected = [g for g in s.groups if not s.group_is_protected(g)]
-    recalled = [g for g in unprotected if result.reasons[ids[g[0]]] == "recalled"]
+    recalled = [g for g in unprotected if result.reasons[ids[g[0]]] == "recalled" or ids[g[0]] in stands_in]
     fit = [g for g in unprotected if ids[g[0]] in kept and g not in recalled]
-    out = [g for g in unprotected if ids[g[0]] not in kept]
+    out = [g for g in unprotected if ids[g[0]] not in kept and g not in recalled]
     return recalled, fit, out
+
+
+def _check_excerpts(s: Scenario, result: ShiftResult) -> None:
+    """An excerpted group stands whole in the prompt as copies: every member replaced by ``<id>~excerpt``,
+    in its place, its tool-call ids unchanged, a tool result cut after the marker; the originals
+    ``summarized``."""
+    ids = s.ids
+    kept = [m.id for m in result.kept]
+    by_source = {t.source_ids[0]: t for t in result.truncated}
+    assert all(len(t.source_ids) == 1 for t in result.truncated)
+    originals = {m.id: m for m in s.normalized()}
+    for group in s.groups:
+        members = [ids[p] for p in group]
+        cut = [i for i in members if i in by_source]
+        if not cut:
+            continue
+        assert cut == members, f"group {members} partly excerpted"
+        copies = [by_source[i].replacement for i in members]
+        assert [c.id for c in copies] == [i + "~excerpt" for i in members]
+        assert [kept.index(c.id) for c in copies] == sorted(kept.index(c.id) for c in copies)
+        assert all(result.reasons[i] == "summarized" for i in members)
+        assert any(c.text.startswith("[excerpt: cut by recall") for c in copies)
+        for copy, original_id in zip(copies, members, strict=True):
+            original = originals[original_id]
+            assert copy.tool_calls == original.tool_calls and copy.tool_call_id == original.tool_call_id
+            assert copy.role == original.role
 
 
 @BUILTIN
@@ -258,16 +287,59 @@ def test_recall_brings_back_only_whole_groups_truncate_left_out_and_gives_the_re
     if result is None or truncated is None:
         return
     ids = s.ids
+    _check_excerpts(s, result)
     recalled, fit, out = _recall_groups(s, result)
     truncate_kept = {m.id for m in truncated.kept}
+    stands_in = {source for t in result.truncated for source in t.source_ids}
     for group in recalled:
         members = [ids[p] for p in group]
-        assert all(result.reasons[i] == "recalled" for i in members), f"group {members} partly recalled"
+        assert all(result.reasons[i] == "recalled" for i in members) or all(i in stands_in for i in members), (
+            f"group {members} partly recalled"
+        )
         assert not any(i in truncate_kept for i in members), f"recalled {members}, which truncate kept anyway"
     if fit and out:  # what is not recalled is shifted oldest first
         assert max(g[0] for g in out) < min(g[0] for g in fit), "an older group was kept over a newer one"
     if not recalled:
         assert outcome_key(result, None) == outcome_key(truncated, None), "no recall, yet not truncate's result"
+
+
+PROJECTS = ("Falcon", "Heron", "Osprey", "Eagle", "Kestrel", "Merlin")
+FILLER = "Maria will call back around noon about the invoice for the new units. "
+
+
+@st.composite
+def lookup_chats(draw: st.DrawFn) -> Scenario:
+    """Chats whose facts sit inside tool results of every length (some far longer than the budget allows),
+    with parallel calls, chatter between them, and a question about some of the projects."""
+    dicts: list[dict[str, Any]] = [{"role": "system", "content": "You are helpful."}]
+    for n in range(draw(st.integers(1, 6))):
+        names = draw(st.lists(st.sampled_from(PROJECTS), min_size=1, max_size=2, unique=True))
+        calls = [
+            {"id": f"c{n}-{k}", "type": "function", "function": {"name": "lookup_project", "arguments": "{}"}}
+            for k in range(len(names))
+        ]
+        dicts.append(
+            {"role": "assistant", "content": None, "tool_calls": calls, "pinned": draw(st.integers(0, 5)) == 0}
+        )
+        for k, name in enumerate(names):
+            record = {"project": name, "notes": FILLER * draw(st.integers(0, 12)), "vault_code": 10000 + n * 10 + k}
+            dicts.append({"role": "tool", "tool_call_id": f"c{n}-{k}", "content": json.dumps(record)})
+        dicts.extend({"role": "user", "content": FILLER} for _ in range(draw(st.integers(0, 3))))
+    asked = draw(st.lists(st.sampled_from(PROJECTS), min_size=1, max_size=3, unique=True))
+    dicts.append({"role": "user", "content": f"What are the vault codes of {', '.join(asked)}?", "source": "input"})
+    return scenario(dicts, budget=draw(st.integers(40, 900)))
+
+
+@BUILTIN
+@given(s=lookup_chats())
+def test_recall_excerpts_long_tool_results_keeping_every_strategy_invariant(s: Scenario) -> None:
+    result, error = run_builtin(s, "recall")
+    check_all(s, result, error)
+    if result is None:
+        return
+    _check_excerpts(s, result)
+    again, _ = run_builtin(s, "recall")
+    assert outcome_key(result, None) == outcome_key(again, None)
 
 
 @BUILTIN

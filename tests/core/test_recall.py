@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 from contextshift import Message, shift_with_strategy
@@ -175,3 +176,36 @@ def test_a_look_alike_does_not_hide_the_tool_result_that_holds_the_asked_fact() 
     assert result.reasons["call"] == result.reasons["result"] == "recalled"
     assert [result.reasons[f"other{i}"] for i in range(3)] == ["context-shift"] * 3
     assert result.tokens == 198
+
+
+def test_a_tool_result_too_long_to_come_back_whole_comes_back_cut_to_its_relevant_excerpt() -> None:
+    notes = "Maria will call back around noon about the invoice for the new units. " * 6
+    record = json.dumps({"project": "Falcon", "owner": "Maria", "notes": notes.strip(), "vault_code": 48213})
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup_project", "arguments": "{}"}}
+    lookup = [
+        {"id": "call", "role": "assistant", "content": None, "tool_calls": [call]},
+        {"id": "result", "role": "tool", "tool_call_id": "c1", "content": record},  # 492 chars: 123 + 4
+    ]
+    messages = chat(*lookup, question="What is the vault code for project Falcon?", chatter=12)
+    # Budget 100: 23 protected, the group whole is 136 tokens. Its copies come back instead, the call as it
+    # was and the result cut to the JSON fields that match the input (37 tokens), with the newest turn.
+    result = shift_with_strategy(messages, ceil4, 100, strategy="recall")
+    assert ids(result.kept) == ["sys", "call~excerpt", "result~excerpt", "c11", "in"]
+    assert result.tokens == 89
+    excerpt = result.kept[2]
+    assert excerpt.tool_call_id == "c1" and result.kept[1].tool_calls == Message.from_dict(lookup[0]).tool_calls
+    assert excerpt.text == (
+        "[excerpt: cut by recall to the parts the current input asks about, 40 of 492 characters] "
+        '{"project": "Falcon" … "vault_code": 48213}'
+    )
+    assert [(t.source_ids, t.tokens_before, t.tokens_after) for t in result.truncated] == [
+        (["call"], 9, 9),
+        (["result"], 127, 37),
+    ]
+    assert result.reasons["call"] == result.reasons["result"] == "summarized"
+    assert any("cut the tool results of 1 tool group(s) (2 message(s))" in d for d in result.diagnostics)
+    assert [m["role"] for m in result.to_openai()] == ["system", "assistant", "tool", "assistant", "user"]
+    # With room for it, the group comes back whole, as it was.
+    result = shift_with_strategy(messages, ceil4, 300, strategy="recall")
+    assert ids(result.kept)[:3] == ["sys", "call", "result"]
+    assert result.reasons["result"] == "recalled" and result.truncated == []
