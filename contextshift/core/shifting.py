@@ -67,7 +67,8 @@ class ShiftResult:
 
     Args:
         kept: the messages to send, in prompt order.
-        excluded: the messages left out, in removal order.
+        excluded: the messages left out, in removal order (a list, or, when the prompt came as dicts, a
+            read-only sequence whose messages are built when read; it equals the list and pickles as one).
         truncated: replacements (summaries) kept instead of the messages they stand for.
         tokens: a fresh count of ``kept``.
         reasons: every input message id's reason (``protected``, ``fit``, ``context-shift``...).
@@ -552,7 +553,8 @@ def shift_context(
 
     Args:
         messages: the prompt, oldest first: ``Message`` objects or OpenAI-style dicts (Anthropic content
-            blocks allowed). An id-less message gets the id ``msg-<index>``.
+            blocks allowed). An id-less message gets the id ``msg-<index>``. Every dict is checked, but a
+            ``Message`` is built only for what is counted or kept.
         count_tokens: a callable ``str -> int`` (charged ``count(text) + per_message_overhead`` per message,
             plus fixed costs for images and files) or a tokenizer profile such as
             ``contextshift.get_tokenizer("gpt-4o")``, whose own chat-format count decides.
