@@ -144,7 +144,8 @@ def create_app(
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(browser.router)
 
-    @app.get("/healthz", response_model=Health, tags=["service"])
+    # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)
+    @app.get("/healthz", response_model=Health, tags=["service"], responses=error_responses(400, 413, 500))
     async def healthz() -> Health:
         return Health(status="ok", version=__version__, database=db.display_url)
 

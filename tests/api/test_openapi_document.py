@@ -6,6 +6,8 @@ patch's nullable field accepts ``null`` (as "unchanged" where the field cannot b
 
 from __future__ import annotations
 
+import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,3 +118,22 @@ def test_null_on_a_patch_field_that_cannot_be_empty_leaves_it_unchanged(http: ht
     assert patched.json()["model"]["name"] == "keep" and patched.json()["model"]["type"] == "chat"
     cleared = http.patch(f"/api/v2/models/{model_id}", json={"context_window": None})
     assert cleared.status_code == 200 and cleared.json()["model"]["context_window"] is None
+
+
+def test_healthz_and_the_openai_model_list_document_the_refusals_that_precede_them(http: httpx.Client) -> None:
+    document = http.get("/openapi.json").json()
+    healthz = document["paths"]["/healthz"]["get"]["responses"]
+    models = document["paths"]["/v1/models"]["get"]["responses"]
+    assert {"400", "413", "500"} <= set(healthz)
+    for responses in (healthz, models):
+        assert responses["413"]["content"]["application/json"]["schema"] == ENVELOPE
+    address = httpx.URL(str(http.base_url))
+    for path in ("/healthz", "/v1/models"):  # the body limit answers even a GET that declares a huge body
+        with socket.create_connection((address.host, address.port), timeout=10) as raw:
+            raw.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9437184\r\n\r\n".encode())
+            answer = b""
+            while chunk := raw.recv(65536):  # the service closes the connection after its 413
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 413 "), head
+        assert json.loads(body)["error"]["code"] == "PAYLOAD_TOO_LARGE"

@@ -24,6 +24,7 @@ from ...service.proxy import ContextTooLong, ProxyService, UpstreamFailed, inval
 from .. import openai_sessions as sessions
 from .. import openai_wire as wire
 from ..auth import Caller
+from ..errors import error_responses
 
 
 class OpenAIErrorBody(BaseModel):
@@ -115,7 +116,12 @@ async def _body(request: Request) -> Any:
         raise invalid_request("The request body is not valid JSON.") from None
 
 
-@router.get("/models", summary="The models a caller may name, in OpenAI's list shape", responses=_errors(401))
+@router.get(
+    "/models",
+    summary="The models a caller may name, in OpenAI's list shape",
+    # the body limit answers before the endpoint (and in contextshift's envelope), even on a GET
+    responses={**_errors(401), **error_responses(413)},
+)
 async def list_models(request: Request) -> dict[str, Any]:
     models = await proxy_service(request).models()
     return {
