@@ -13,7 +13,6 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -33,45 +32,17 @@ Text = Annotated[str, StringConstraints(pattern=NO_NUL)]
 _SPACE = "\\x00\\t\\n\\v\\f\\r \\x1c-\\x1f\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
 Required = Annotated[str, StringConstraints(pattern=f"^[^\\x00]*[^{_SPACE}][^\\x00]*$")]
 Ident = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_NUL)]
-#: How many arrays may nest directly in one another in the document's JSON schema (a message's ``meta`` is at
-#: most 8 levels deep in all, so 7 arrays inside it). The document unrolls them because client generators
-#: (openapi-python-client) follow a recursive schema only through an object, never through an array.
-_ARRAY_NESTING = 7
-_SCALARS: list[dict[str, Any]] = [
-    {"type": "string", "pattern": NO_NUL},
-    {"type": "integer"},
-    {"type": "number"},
-    {"type": "boolean"},
-    {"type": "null"},
-]
-_OBJECT_REF = {"$ref": "#/components/schemas/JsonObject"}
-
-
-def _array_schema(levels: int) -> dict[str, Any]:
-    items: list[dict[str, Any]] = [*_SCALARS, _OBJECT_REF]
-    if levels > 1:
-        items.append(_array_schema(levels - 1))
-    return {"type": "array", "items": {"anyOf": items}}
-
-
-#: A JSON object whose keys and strings hold no NUL: ``propertyNames`` for the keys, every value a JsonValue.
-_OBJECT_SCHEMA = {
-    "type": "object",
-    "propertyNames": {"pattern": NO_NUL},
-    "additionalProperties": {"$ref": "#/components/schemas/JsonValue"},
-}
 if TYPE_CHECKING:
     JsonValue = Any
-    JsonObject = dict[str, Any]
 else:
+    _Keys = Field(json_schema_extra={"additionalProperties": False})  # keys must match the no-NUL pattern
     JsonValue = TypeAliasType(
         "JsonValue",
-        Annotated[
-            Union[Text, int, float, bool, list["JsonValue"], "JsonObject", None],
-            WithJsonSchema({"anyOf": [*_SCALARS[:4], _array_schema(_ARRAY_NESTING), _OBJECT_REF, _SCALARS[4]]}),
+        Union[  # noqa: UP007
+            Text, int, float, bool, list["JsonValue"], Annotated[dict[Text, "JsonValue"], _Keys], None
         ],
     )
-    JsonObject = TypeAliasType("JsonObject", Annotated[dict[Text, JsonValue], WithJsonSchema(_OBJECT_SCHEMA)])
+JsonObject = Annotated[dict[Text, JsonValue], Field(json_schema_extra={"additionalProperties": False})]
 
 #: Bounds of a message's ``meta`` (N5): nesting depth, keys at every level together, and JSON size.
 META_MAX_DEPTH = 8
@@ -104,10 +75,10 @@ def _bounded_meta(value: dict[str, Any]) -> dict[str, Any]:
 
 Meta = Annotated[
     dict[Text, JsonValue],
-    WithJsonSchema({**_OBJECT_SCHEMA, "maxProperties": META_MAX_KEYS}),
     Field(
         description=f"Free-form JSON: at most {META_MAX_DEPTH} levels deep, {META_MAX_KEYS} keys in all and "
         f"{META_MAX_BYTES} bytes",
+        json_schema_extra={"additionalProperties": False, "maxProperties": META_MAX_KEYS},
     ),
     AfterValidator(_bounded_meta),
 ]
