@@ -27,6 +27,7 @@ from ..web import mount_web
 from . import browser
 from .auth import AuthMiddleware, caller
 from .browser import CsrfGuard, TokenLogin, csrf_options
+from .created import link_created
 from .errors import error_responses, install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
 from .limits import RequestLimits, max_body_bytes_from_env
@@ -149,5 +150,13 @@ def create_app(
     async def healthz() -> Health:
         return Health(status="ok", version=__version__, database=db.display_url)
 
+    plain_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = link_created(plain_openapi())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     mount_web(app)
     return app

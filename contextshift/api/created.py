@@ -6,6 +6,7 @@ A route that creates something its API can ``GET`` by id takes ``located("get_bo
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import Request, Response
@@ -30,3 +31,31 @@ def located(reader: str) -> dict[int | str, dict[str, Any]]:
 def locate(request: Request, response: Response, reader: str, **path_params: str) -> None:
     """Set ``Location`` to the path the route named ``reader`` answers for the new resource."""
     response.headers["Location"] = request.url_for(reader, **path_params).path
+
+
+def link_created(document: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI links from each create (a ``POST`` answering 201) to the get, update and delete of what it made
+    (``/things`` to ``/things/{thing_id}``, the id at ``$response.body#/thing/id``): schemathesis' stateful
+    phase follows them, so it reads, changes and deletes real objects instead of guessing ids."""
+    paths: dict[str, Any] = document.get("paths", {})
+    for path, item in paths.items():
+        created = item.get("post", {}).get("responses", {}).get("201")
+        if created is None:
+            continue
+        for other, operations in paths.items():
+            rest = other.removeprefix(path + "/{")
+            if rest == other or not rest.endswith("_id}") or "/" in rest:
+                continue
+            param = rest[:-1]
+            links = created.setdefault("links", {})
+            for method in ("get", "patch", "delete"):
+                operation = operations.get(method)
+                if operation is not None and "operationId" in operation:
+                    links[f"{method}_{param.removesuffix('_id')}"] = {
+                        "operationId": operation["operationId"],
+                        "parameters": {
+                            **{p: f"$request.path.{p}" for p in re.findall(r"{(\w+)}", path)},
+                            param: f"$response.body#/{param.removesuffix('_id')}/id",
+                        },
+                    }
+    return document

@@ -137,3 +137,16 @@ def test_healthz_and_the_openai_model_list_document_the_refusals_that_precede_th
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 413 "), head
         assert json.loads(body)["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+
+def test_each_create_links_to_the_get_update_and_delete_of_what_it_made(document: dict[str, Any]) -> None:
+    links = document["paths"]["/api/v2/bots"]["post"]["responses"]["201"]["links"]
+    assert {name: link["parameters"] for name, link in links.items()} == {
+        f"{method}_bot": {"bot_id": "$response.body#/bot/id"} for method in ("get", "patch", "delete")
+    }
+    ids = {op["operationId"] for item in document["paths"].values() for op in item.values() if "operationId" in op}
+    for path, item in document["paths"].items():
+        for link in item.get("post", {}).get("responses", {}).get("201", {}).get("links", {}).values():
+            assert link["operationId"] in ids, path
+    messages = document["paths"]["/api/v2/chats/{chat_id}/messages"]["post"]["responses"]["201"]["links"]
+    assert messages["delete_message"]["parameters"]["chat_id"] == "$request.path.chat_id"
