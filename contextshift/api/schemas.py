@@ -389,6 +389,10 @@ class ChatCreate(Strict):
     title: Text | None = Field(default=None, max_length=500)
 
 
+class ChatPatch(Strict):
+    title: Required = Field(max_length=500, description="The chat's new title (surrounding spaces are dropped)")
+
+
 class ChatOut(BaseModel):
     id: str
     bot_id: str

@@ -46,6 +46,7 @@ from .errors import Refusal, ServiceError, not_found
 from .recovery import ContextRetry
 from .replies import FAILED, TurnFailed, partial_message, persist, reply_message, reply_meta, retry_input
 from .streaming import DEFAULT_HEARTBEAT, EventPump, Heartbeat
+from .titles import title_untitled
 from .turn import Turn, chat_and_bot, load_turn, profile_for, require_generation_ready, resolve_model
 from .turns import ChatTurns, TurnHold, TurnPolicy
 from .usage import usage_of
@@ -280,6 +281,7 @@ class Generations:
                 input_row = await retry_input(repos, chat.id, retry_of)
             else:
                 input_row = await repos.messages.append(chat.id, {"role": "user", "content": content or ""})
+                await title_untitled(repos, chat, content or "")
             input_id = input_row.id
             turn = await load_turn(
                 repos, bot=bot, chat=chat, draft=None, max_tokens=max_tokens, preview=False, server_counting=counting

@@ -109,6 +109,7 @@ def _bodies(world: dict[str, str], fake_url: str) -> dict[tuple[str, str], Any]:
         ("POST", "/api/v2/lorebooks"): {"name": "mine"},
         ("PATCH", "/api/v2/lorebooks/{lorebook_id}"): {"name": "taken over"},
         ("POST", "/api/v2/chats"): {"bot_id": world["bot"]},
+        ("PATCH", "/api/v2/chats/{chat_id}"): {"title": "taken over"},
         ("POST", "/api/v2/chats/{chat_id}/messages"): {"role": "user", "content": "planted"},
         ("PATCH", "/api/v2/chats/{chat_id}/messages/{message_id}"): {"pinned": True},
         ("POST", "/api/v2/chats/{chat_id}/generate"): {"content": "hello", "stream": False},

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import BaseModel
 
 from ...service.errors import not_found
+from ...service.titles import title_untitled
 from .. import schemas as s
 from .. import views
 from ..auth import Caller, Principal
@@ -61,6 +62,16 @@ async def get_chat(chat_id: str, principal: Caller, repos: Repos) -> dict[str, A
     return {"chat": views.chat(await _chat(repos, chat_id, principal))}
 
 
+@router.patch("/chats/{chat_id}", response_model=ChatEnvelope, responses=error_responses(404))
+async def patch_chat(chat_id: str, body: s.ChatPatch, principal: Caller, repos: Repos) -> dict[str, Any]:
+    """Rename a chat; a renamed chat keeps its title (the automatic title fills only an empty one)."""
+    await _chat(repos, chat_id, principal)
+    row = await repos.chats.update(chat_id, {"title": body.title.strip()})
+    if row is None:
+        raise not_found("chat", chat_id)
+    return {"chat": views.chat(row)}
+
+
 @router.delete("/chats/{chat_id}", response_model=Deleted, responses=error_responses(404))
 async def delete_chat(chat_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
     await _chat(repos, chat_id, principal)
@@ -76,9 +87,11 @@ async def delete_chat(chat_id: str, principal: Caller, repos: Repos) -> dict[str
     responses=error_responses(404),
 )
 async def create_message(chat_id: str, body: s.MessageCreate, principal: Caller, repos: Repos) -> dict[str, Any]:
-    await _chat(repos, chat_id, principal)
+    chat = await _chat(repos, chat_id, principal)
     data = body.model_dump(exclude_none=True)
     row = await repos.messages.append(chat_id, data)
+    if body.role == "user":
+        await title_untitled(repos, chat, body.content)
     return {"message": views.message(row)}
 
 

@@ -1,6 +1,6 @@
 // contextshift web UI: a hash router over a few views. Plain ES modules, no build step, nothing remote.
 
-import { ApiError, post } from "./js/api.js";
+import { ApiError, patch, post } from "./js/api.js";
 import { chatTitle, go, store } from "./js/store.js";
 import { badge, clear, field, h, replace, select, toast } from "./js/dom.js";
 import { chatView } from "./js/chat.js";
@@ -63,6 +63,68 @@ function newChatForm() {
   return form;
 }
 
+// -- sidebar: rename a chat in place ---------------------------------------------------------------------
+
+let renaming = null;
+
+function focusChatLink(chatId) {
+  queueMicrotask(() => document.querySelector(`#sidebar .chat-link[data-chat-id="${CSS.escape(chatId)}"]`)?.focus());
+}
+
+function renameForm(chat) {
+  const input = h("input", {
+    type: "text",
+    name: "title",
+    maxlength: 500,
+    required: true,
+    value: chat.title || chatTitle(chat),
+    "aria-label": "Chat title",
+  });
+  const done = () => {
+    renaming = null;
+    renderSidebar();
+    focusChatLink(chat.id);
+  };
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      event.stopPropagation();
+      done();
+    }
+  });
+  const form = h(
+    "form.rename-chat-form",
+    {
+      "aria-label": "Rename chat",
+      onsubmit: async (event) => {
+        event.preventDefault();
+        const title = input.value.trim();
+        if (!title) {
+          toast("A title needs at least one character.", "error");
+          input.focus();
+          return;
+        }
+        try {
+          const { chat: renamed } = await patch(`/chats/${chat.id}`, { title });
+          renaming = null;
+          store.updateChat(renamed);
+          focusChatLink(chat.id);
+        } catch (error) {
+          toast(error.message, "error");
+          input.focus();
+        }
+      },
+    },
+    input,
+    h("div.actions", h("button.primary.small", { type: "submit" }, "Save"), h("button.small", { type: "button", onclick: done }, "Cancel")),
+  );
+  queueMicrotask(() => {
+    input.focus();
+    input.select();
+  });
+  return form;
+}
+
 function renderSidebar() {
   const sidebar = document.getElementById("sidebar");
   if (!sidebar) return;
@@ -88,14 +150,31 @@ function renderSidebar() {
   const list = h("ul.chat-list", { "aria-label": "Chats" });
   for (const chat of store.chats) {
     const bot = store.bot(chat.bot_id);
+    if (chat.id === renaming) {
+      list.append(h("li.chat-item", renameForm(chat)));
+      continue;
+    }
     list.append(
       h(
-        "li",
+        "li.chat-item",
         h(
           "a.chat-link",
           { href: `#/chat/${chat.id}`, "aria-current": chat.id === current ? "page" : null, dataset: { chatId: chat.id } },
           h("span.chat-title", chatTitle(chat)),
           h("span.chat-sub", badge(chat.type, `type-${chat.type}`), " ", bot ? bot.name : ""),
+        ),
+        h(
+          "button.icon.rename-chat",
+          {
+            type: "button",
+            "aria-label": `Rename ${chatTitle(chat)}`,
+            title: "Rename",
+            onclick: () => {
+              renaming = chat.id;
+              renderSidebar();
+            },
+          },
+          "✎",
         ),
       ),
     );

@@ -636,6 +636,7 @@ export async function chatView(main, [chatId], { store, go }) {
     }
     if (outcome?.stopped) later(() => refreshAll(), 350);
     await refreshAll();
+    if (!chat.title) await refreshTitle();
     // A background compaction may follow a turn: look again a little later.
     later(async () => {
       await Promise.all([loadMessages(), loadSummaries()]);
@@ -646,6 +647,23 @@ export async function chatView(main, [chatId], { store, go }) {
     const active = document.activeElement;
     if (!active || active === document.body || form.contains(active)) composer.focus();
   }
+
+  // The first user message titles an untitled chat (server side): show the new title here and in the list.
+  async function refreshTitle() {
+    try {
+      const fresh = (await get(`/chats/${chat.id}`)).chat;
+      if (fresh.title && !st.disposed) store.updateChat(fresh);
+    } catch {
+      /* the old title stays; the next load shows the new one */
+    }
+  }
+  const unwatch = store.onChange(() => {
+    const known = store.chat(chat.id);
+    if (!known || known.title === chat.title) return;
+    chat.title = known.title;
+    titleEl.textContent = chatTitle(chat);
+    document.title = `${chatTitle(chat)} · contextshift`;
+  });
 
   function stop() {
     st.streaming?.controller.abort();
@@ -678,6 +696,7 @@ export async function chatView(main, [chatId], { store, go }) {
 
   return () => {
     st.disposed = true;
+    unwatch();
     schedulePreview.cancel();
     previewAbort?.abort();
     st.streaming?.controller.abort();

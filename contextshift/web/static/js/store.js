@@ -25,6 +25,13 @@ export const store = {
     listeners.forEach((fn) => fn(this));
     return this;
   },
+  /** Put a changed chat (renamed, titled by its first message) into the list and tell the views. */
+  updateChat(chat) {
+    const at = this.chats.findIndex((c) => c.id === chat.id);
+    if (at >= 0) this.chats[at] = chat;
+    else this.chats.unshift(chat);
+    listeners.forEach((fn) => fn(this));
+  },
   onChange(fn) {
     listeners.add(fn);
     return () => listeners.delete(fn);
