@@ -265,3 +265,12 @@ def test_a_prompt_that_cannot_fit_fails_before_any_call() -> None:
 def test_a_prompt_within_budget_is_not_shrunk() -> None:
     prompt = build_prompt([Message(role="user", content="short", id="u")], budget_tokens=1_000)
     assert not prompt.shrunk and prompt.record_count == 1
+
+
+def test_condensing_a_long_run_without_a_sentence_end_is_linear() -> None:
+    # Forty words and a comma not followed by a space: the earlier piece pattern backtracked
+    # exponentially here (2^40 steps); now it reads the text once. A fact past the cap is still kept.
+    text = "word " * 40 + ",x " + "filler " * 30 + "end. The vault code is 4711."
+    condensed = condense(text, 120)
+    assert len(condensed) < len(text)
+    assert "4711" in condensed

@@ -65,7 +65,10 @@ TRANSCRIPT_OPEN = "<transcript>"
 TRANSCRIPT_CLOSE = "</transcript>"
 
 #: A piece of a tool result: a sentence, a line, or a JSON field.
-_PIECE = re.compile(r'[^\n.!?;,]+(?:[.!?;](?=\s)|[^\n.!?;,]*)*?(?:[.!?;,](?=\s|")|\n|$)')
+# A run of text up to a sentence or clause end (``.!?;,`` before a space or a quote), a newline or the end;
+# a stop inside a word ("3.14", "a,b") does not end it. No nested quantifiers: linear on any text (an
+# earlier form backtracked exponentially on a long run without an end, and stalled a compaction pass).
+_PIECE = re.compile(r'[^\n.!?;,]+(?:[.!?;,](?!\s|")[^\n.!?;,]*)*(?:[.!?;,](?=\s|")|\n|$)')
 #: A piece worth keeping holds a digit or a capitalized word (a name, an identifier).
 _FACT = re.compile(r"\d|\b[A-Z][\w-]*[a-z0-9]")
 _GAP = " … "
