@@ -28,66 +28,27 @@ from __future__ import annotations
 import argparse
 import platform
 import resource
-import socket
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 
 from contextshift import __version__
 from contextshift.api.app import create_app
 
 from . import conversations
 from .report import load_note, say
+from .serving import Service
 from .signin import BENCH_HEADERS, BENCH_TOKEN
 
 RESULTS = Path(__file__).resolve().parent / "results" / "endpoint.md"
 MODEL = "gpt-4o"
 WINDOW = 128_000
 TARGET_MS_AT_1K = 10.0
-
-
-class Service:
-    """The service under uvicorn on a loopback port, in a daemon thread."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.port = 0
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Service:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(128)
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="on", loop="asyncio")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + 60
-        while not self._server.started:
-            if time.monotonic() > deadline or not self._thread.is_alive():
-                raise RuntimeError("the service did not start")
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        if self._server is not None:
-            self._server.should_exit = True
-        if self._thread is not None:
-            self._thread.join(timeout=15)
 
 
 def conversation(size: int) -> list[dict[str, Any]]:
@@ -114,12 +75,12 @@ def run(sizes: list[int], calls: int) -> list[dict[str, Any]]:
         app = create_app(f"sqlite:///{Path(folder) / 'bench.db'}", admin_token=BENCH_TOKEN)
         with Service(app) as service, httpx.Client(timeout=120) as client:
             provider = client.post(
-                f"{service.url}/api/v2/providers",
+                f"{service.base_url}/api/v2/providers",
                 json={"name": "fake", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"},
                 headers=BENCH_HEADERS,
             ).json()["provider"]
             created = client.post(
-                f"{service.url}/api/v2/models",
+                f"{service.base_url}/api/v2/models",
                 json={"provider_id": provider["id"], "name": MODEL, "type": "chat", "context_window": WINDOW},
                 headers=BENCH_HEADERS,
             )
@@ -132,7 +93,8 @@ def run(sizes: list[int], calls: int) -> list[dict[str, Any]]:
                 excluded = 0
                 for n in range(calls + 2):
                     took, _ = post(client, f"{fake.base_url}/chat/completions", body, {"Authorization": "Bearer sk"})
-                    took_endpoint, response = post(client, f"{service.url}/v1/chat/completions", body, BENCH_HEADERS)
+                    endpoint_url = f"{service.base_url}/v1/chat/completions"
+                    took_endpoint, response = post(client, endpoint_url, body, BENCH_HEADERS)
                     excluded = int(response.headers["x-contextshift-excluded"])
                     if n >= 2:
                         direct.append(took)

@@ -45,12 +45,12 @@ from .service import (
     MAX_OUTPUT,
     MODEL_NAME,
     PG_ENV,
-    Service,
     created,
     fill_chat,
     machine,
     postgres_database,
 )
+from .serving import Service
 from .signin import BENCH_HEADERS, BENCH_TOKEN
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.md"

@@ -119,7 +119,9 @@ class FakeProvider:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> FakeProvider:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted connections only then (else ~40 ms a keep-alive
+        # answer, waiting for the client's delayed ACK; see benchmarks/serving.py).
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, 0))
         sock.listen(128)
