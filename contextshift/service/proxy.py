@@ -21,12 +21,13 @@ Fitting rules:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -474,7 +475,7 @@ class ProxyService:
 
     async def models(self) -> list[ModelRow]:
         """The models a caller may name: enabled chat models on enabled providers."""
-        async with self.db.session() as session:
+        async with self.db.session(write=False) as session:
             repos = Repositories(session)
             providers = {p.id: p for p in await repos.providers.list_all() if p.enabled}
             return [
@@ -498,7 +499,7 @@ class ProxyService:
 
     async def resolve(self, name: str) -> tuple[ModelRow, ProviderRow]:
         """The enabled chat model named ``name`` (by id or name) and its provider, or 404 ``MODEL_NOT_FOUND``."""
-        async with self.db.session() as session:
+        async with self.db.session(write=False) as session:
             return await self._resolve(Repositories(session), name)
 
     async def copy_chat_audit(self, chat_id: str, generation_id: str, user_id: str) -> None:
@@ -528,7 +529,7 @@ class ProxyService:
 
     async def prepare(self, call: ProxyCall) -> Prepared:
         """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` among them)."""
-        async with self.db.session() as session:
+        async with self.db.session(write=False) as session:  # reads only: no turn at the write lock
             repos = Repositories(session)
             model, provider = await self._resolve(repos, call.model)
             counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
@@ -665,11 +666,15 @@ class ProxyService:
             async with self.db.session() as session:
                 await Repositories(session).proxy_audits.finish(prepared.audit_id, status, error_code=code, usage=usage)
 
-    async def complete(self, prepared: Prepared) -> ChatResult:
-        """Send the fitted request and wait for the whole reply; raises :class:`UpstreamFailed`."""
+    @contextlib.asynccontextmanager
+    async def _forwarding(self, prepared: Prepared) -> AsyncIterator[ProviderClient]:
+        """The provider's client for one forwarded call, and the one failure path of :meth:`complete` and
+        :meth:`stream`: a provider error finishes the audit ``failed`` (after teaching the calibration what a
+        context-length rejection says) and raises :class:`UpstreamFailed`; anything else (a cancellation, the
+        caller gone) finishes it ``cancelled`` and propagates. The client is closed either way."""
         client = self._client(prepared.provider)
         try:
-            reply = await client.complete(prepared.request)
+            yield client
         except ProviderError as error:
             await self._learn_from_rejection(prepared, error)
             await self._finish(prepared, "failed", code=error.code)
@@ -680,6 +685,11 @@ class ProxyService:
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
+
+    async def complete(self, prepared: Prepared) -> ChatResult:
+        """Send the fitted request and wait for the whole reply; raises :class:`UpstreamFailed`."""
+        async with self._forwarding(prepared) as client:
+            reply = await client.complete(prepared.request)
         await self._finish(prepared, "completed", reply=reply)
         await self._learn(prepared, reply)
         return reply
@@ -690,24 +700,12 @@ class ProxyService:
         Closing the iterator early (the caller went away) cancels the provider call and marks the audit
         ``cancelled``.
         """
-        client = self._client(prepared.provider)
         finished: ChatResult | None = None
-        try:
-            async with client.stream(prepared.request) as events:
-                async for event in events:
-                    if isinstance(event, Finished):
-                        finished = event.result
-                    yield event
-        except ProviderError as error:
-            await self._learn_from_rejection(prepared, error)
-            await self._finish(prepared, "failed", code=error.code)
-            raise UpstreamFailed(error, prepared.audit_id, prepared.excluded) from None
-        except BaseException:
-            await self._finish(prepared, "cancelled", code="GENERATION_CANCELLED")
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
+        async with self._forwarding(prepared) as client, client.stream(prepared.request) as events:
+            async for event in events:
+                if isinstance(event, Finished):
+                    finished = event.result
+                yield event
         await self._finish(prepared, "completed", reply=finished)
         await self._learn(prepared, finished)
 
