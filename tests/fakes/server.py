@@ -88,6 +88,22 @@ class _Connection:
         self._watch.cancel()
 
 
+def listening_socket(host: str = "127.0.0.1") -> socket.socket:
+    """A bound, listening TCP socket on a free port of ``host``, for ``uvicorn.Server.run(sockets=...)``.
+
+    Made with ``IPPROTO_TCP`` on purpose: asyncio sets ``TCP_NODELAY`` on an accepted connection only when
+    the listening socket's protocol says TCP, and a plain ``socket.socket(AF_INET, SOCK_STREAM)`` says 0.
+    Without ``TCP_NODELAY`` every keep-alive answer (headers, then body, in two writes) waited for the
+    client's delayed ACK: about 40 ms per request on Linux, which the endpoint benchmark had taken for the
+    endpoint's own overhead.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    sock.listen(128)
+    return sock
+
+
 class FakeProvider:
     """A scripted OpenAI + Anthropic server; see the package docstring for usage."""
 
@@ -119,12 +135,7 @@ class FakeProvider:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> FakeProvider:
-        # IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted connections only then (else ~40 ms a keep-alive
-        # answer, waiting for the client's delayed ACK; see benchmarks/serving.py).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, 0))
-        sock.listen(128)
+        sock = listening_socket(self.host)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
             self._app,
