@@ -11,10 +11,9 @@ from typing import Any
 
 import httpx
 from fastapi import APIRouter, Depends, FastAPI
-from pydantic import BaseModel
 
 from .. import __version__
-from ..jobs import InProcessJobRunner
+from ..jobs import make_runner
 from ..providers import make_client
 from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
 from ..service.compaction import Compactor
@@ -30,21 +29,27 @@ from .browser import CsrfGuard, TokenLogin, csrf_options
 from .created import link_created
 from .errors import error_responses, install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
+from .health import install_health
 from .limits import RequestLimits, max_body_bytes_from_env
 from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
-from .routes import bots, catalog, chats, compaction, examples, generation, openai_compat, proxy_audits, users
+from .routes import (
+    bots,
+    catalog,
+    chats,
+    compaction,
+    examples,
+    generation,
+    jobs,
+    openai_compat,
+    proxy_audits,
+    users,
+)
 
 API_PREFIX = "/api/v2"
 #: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
 API_DEPENDENCIES = [Depends(caller)]
 
 log = logging.getLogger("contextshift.api")
-
-
-class Health(BaseModel):
-    status: str
-    version: str
-    database: str
 
 
 def create_app(
@@ -61,6 +66,7 @@ def create_app(
     bound_host: str | None = None,
     secret_key: bytes | None = None,
     login_limit: str | None = None,
+    run_jobs: bool = True,
 ) -> FastAPI:
     """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
     a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``.
@@ -75,6 +81,8 @@ def create_app(
     ``CONTEXTSHIFT_ALLOWED_HOSTS``). ``secret_key`` (default ``CONTEXTSHIFT_SECRET_KEY`` or the data directory's
     key file) signs the browser's CSRF cookie. ``login_limit`` is how many failed sign-ins a client may make
     (a ``limits`` string, e.g. ``"20/minute"``) before its attempts are refused for a while.
+    ``run_jobs``: run background jobs in this process (V8; ``serve --no-jobs`` passes False: this instance only
+    queues them, for ``contextshift worker`` processes to run).
     """
     token = configured_admin_token(admin_token)
     key = secret_key if secret_key is not None else current_key()
@@ -83,11 +91,12 @@ def create_app(
     options = dict(client_options or {})
     limit = max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env()
     compactor = Compactor(db, client_factory=client_factory, client_options=options)
-    jobs = InProcessJobRunner(db, compactor)
+    runner = make_runner(db, compactor, run_jobs=run_jobs)
     proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=proxy_audit_ttl)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db.heartbeat.role = "api+jobs" if run_jobs else "api"
         await db.start()
         started = await bootstrap(db, token)
         if started.admin_id is None:
@@ -99,12 +108,12 @@ def create_app(
         if shared is not None:
             for holder in (app.state.generations.client_options, compactor.client_options, proxy.client_options):
                 holder["http_client"] = shared
-        await jobs.start()  # picks up background compaction left pending by a restart
+        await runner.start()  # with run_jobs, picks up the background work a restart left queued
         try:
             yield
         finally:
-            await jobs.stop()
-            await app.state.generations.settle()
+            await app.state.generations.settle()  # after-turn checks may still queue a pass
+            await runner.stop()
             if shared is not None:
                 for holder in (app.state.generations.client_options, compactor.client_options, proxy.client_options):
                     holder.pop("http_client", None)
@@ -119,7 +128,7 @@ def create_app(
     )
     app.state.db = db
     app.state.compactor = compactor
-    app.state.jobs = jobs
+    app.state.jobs = runner
     app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
     app.state.proxy = proxy
     app.state.login_limiter = LoginLimiter(
@@ -139,16 +148,13 @@ def create_app(
     api = APIRouter(
         dependencies=API_DEPENDENCIES, responses=error_responses(400, 401, 403, 404, 413, 415, 422, 429, 500)
     )
-    for module in (catalog, bots, chats, generation, compaction, users, proxy_audits, examples):
+    for module in (catalog, bots, chats, generation, compaction, users, proxy_audits, examples, jobs):
         api.include_router(module.router)
     app.include_router(api, prefix=API_PREFIX)
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(browser.router)
 
-    # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)
-    @app.get("/healthz", response_model=Health, tags=["service"], responses=error_responses(400, 413, 500))
-    async def healthz() -> Health:
-        return Health(status="ok", version=__version__, database=db.display_url)
+    install_health(app)
 
     plain_openapi = app.openapi
 

@@ -12,7 +12,6 @@ scheme in the OpenAPI document.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
@@ -20,6 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..service.accounts import SESSION_LIFETIME
 from ..service.errors import Refusal, ServiceError
 from ..storage import Database, Repositories
 from ..storage.types import utcnow
@@ -32,9 +32,8 @@ bearer_scheme = HTTPBearer(
     "or POST /api/v2/tokens.",
 )
 
-#: The browser's session cookie (see ``browser.py``), and how long a session lasts.
+#: The browser's session cookie (see ``browser.py``); a session lasts ``SESSION_LIFETIME``.
 SESSION_COOKIE = "contextshift_session"
-SESSION_LIFETIME = timedelta(days=30)
 #: Paths that need a signed-in user: the API and the OpenAI-compatible endpoint.
 PROTECTED_PREFIXES = ("/api/", "/v1/")
 

@@ -23,10 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette_csrf.middleware import CSRFMiddleware
 
+from ..service.accounts import SESSION_LIFETIME
 from ..service.errors import ServiceError
 from ..storage import Repositories
 from ..storage.types import utcnow
-from .auth import SESSION_COOKIE, SESSION_LIFETIME, auth_invalid, principal_for
+from .auth import SESSION_COOKIE, auth_invalid, principal_for
 from .errors import error_responses, http_headers, http_status
 
 CSRF_COOKIE = "contextshift_csrf"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlalchemy.exc import IntegrityError
 
@@ -21,6 +22,8 @@ from .errors import Refusal, ServiceError
 
 ADMIN_TOKEN_ENV = "CONTEXTSHIFT_ADMIN_TOKEN"
 ADMIN_NAME = BOOTSTRAP_ADMIN
+#: How long a browser session lasts; an older one signs no one in and is deleted (``jobs``: ``cleanup.sessions``).
+SESSION_LIFETIME = timedelta(days=30)
 #: A configured admin token shorter than this is refused at start: it could be guessed.
 MIN_ADMIN_TOKEN_LENGTH = 16
 

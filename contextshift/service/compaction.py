@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -131,8 +131,8 @@ class Compactor:
         self.cooldown = cooldown
         self.wait_poll = wait_poll
         self.sync_wait = sync_wait if sync_wait is not None else _sync_wait_from_env()
-        #: Called with a chat id when a background pass should be scheduled (set by the job runner).
-        self.schedule: Callable[[str], Any] | None = None
+        #: Queues a background pass of a chat; False when one waits already (set by the job runner, ``jobs``).
+        self.queue: Callable[[str], Awaitable[bool]] | None = None
 
     # -- triggers (C2) ------------------------------------------------------------------------------------
 
@@ -189,11 +189,9 @@ class Compactor:
         action, _target = await self.decision(chat_id, "after_turn")
         if action != "background":
             return False
-        async with self.db.session() as session:
-            queued = await Repositories(session).compaction.enqueue(chat_id)
-        if queued and self.schedule is not None:
-            self.schedule(chat_id)
-        return queued
+        if self.queue is None:  # no job runner: a library user runs passes itself
+            return False
+        return await self.queue(chat_id)
 
     # -- a run --------------------------------------------------------------------------------------------
 

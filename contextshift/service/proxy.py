@@ -25,7 +25,6 @@ import contextlib
 import json
 import logging
 import os
-import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -70,8 +69,6 @@ ClientFactory = Callable[..., ProviderClient]
 DEFAULT_RESERVE = limits.DEFAULT_REPLY_RESERVE
 #: How long an endpoint audit is kept unless ``CONTEXTSHIFT_PROXY_AUDIT_HOURS`` says otherwise.
 DEFAULT_AUDIT_TTL = timedelta(hours=24)
-#: Expired audits are deleted at most this often (by the next call after it).
-CLEANUP_EVERY_SECONDS = 60.0
 #: The template of an endpoint prompt: the caller's messages, the last user message as the input.
 PROXY_TEMPLATE = ("history", "input")
 #: Message keys that mean something to contextshift but are not OpenAI's: never honoured from a caller.
@@ -469,7 +466,6 @@ class ProxyService:
         #: Shared with the generations (the app puts its HTTP connection pool here).
         self.client_options = client_options if client_options is not None else {}
         self.audit_ttl = audit_ttl if audit_ttl is not None else audit_ttl_from_env()
-        self._last_cleanup = 0.0
 
     # -- models -------------------------------------------------------------------------------------------
 
@@ -640,12 +636,6 @@ class ProxyService:
             )
             if failed is not None:
                 await repos.proxy_audits.finish(audit_id, "failed", error_code=failed)
-            now = time.monotonic()
-            if now - self._last_cleanup >= CLEANUP_EVERY_SECONDS:
-                self._last_cleanup = now
-                deleted = await repos.proxy_audits.delete_expired()
-                if deleted:
-                    log.info("deleted %d expired endpoint audit(s)", deleted)
 
     # -- forwarding ---------------------------------------------------------------------------------------
 

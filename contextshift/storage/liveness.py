@@ -7,7 +7,8 @@ and once on start) finds the dead one and cleans up after it, in one transaction
 
 - its prepared audits are closed as ``failed`` / ``GENERATION_INTERRUPTED`` (A3);
 - its running compaction logs are closed as ``error`` / ``COMPACTION_INTERRUPTED`` (C12);
-- its chats' compaction leases are released, and its running jobs go back to ``pending``;
+- its chats' compaction leases are released, and its running jobs go back to ``queued`` (V8);
+- its running job attempts are closed as ``interrupted`` / ``JOB_INTERRUPTED``;
 - its row is deleted.
 
 On start, an instance also cleans up its own earlier life (the service keeps its id across a restart when
@@ -37,12 +38,14 @@ from sqlalchemy.sql import Select
 
 from .repositories._common import execute_rowcount
 from .repositories.audits import GENERATION_INTERRUPTED
-from .tables import AuditRow, ChatRow, CompactionJobRow, CompactionLogRow, InstanceRow
+from .repositories.jobs import queued_sibling
+from .tables import AuditRow, ChatRow, CompactionLogRow, InstanceRow, JobAttemptRow, JobRow
 from .types import new_id, utcnow
 
 log = logging.getLogger("contextshift.storage.liveness")
 
 COMPACTION_INTERRUPTED = "COMPACTION_INTERRUPTED"
+JOB_INTERRUPTED = "JOB_INTERRUPTED"
 INSTANCE_ENV = "CONTEXTSHIFT_INSTANCE_ID"
 INTERVAL_ENV = "CONTEXTSHIFT_HEARTBEAT_SECONDS"
 EXPIRY_ENV = "CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS"
@@ -79,9 +82,10 @@ class Recovered:
     leases: int = 0
     jobs: int = 0
     instances: int = 0
+    attempts: int = 0
 
     def __bool__(self) -> bool:
-        return any((self.audits, self.logs, self.leases, self.jobs, self.instances))
+        return any((self.audits, self.logs, self.leases, self.jobs, self.instances, self.attempts))
 
 
 class InstanceRepository:
@@ -90,18 +94,21 @@ class InstanceRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def beat(self, instance_id: str, expiry: timedelta) -> None:
+    async def beat(self, instance_id: str, expiry: timedelta, *, role: str | None = None) -> None:
         """Renew the instance's heartbeat (registering it if it has no row) and every lease it holds."""
         now = utcnow()
+        values: dict[str, Any] = {"heartbeat_at": now}
+        if role is not None:
+            values["role"] = role
         renewed = await execute_rowcount(
             self.session,
             update(InstanceRow)
             .where(InstanceRow.id == instance_id)
-            .values(heartbeat_at=now)
+            .values(**values)
             .execution_options(synchronize_session=False),
         )
         if renewed == 0:
-            self.session.add(InstanceRow(id=instance_id, started_at=now, heartbeat_at=now))
+            self.session.add(InstanceRow(id=instance_id, started_at=now, heartbeat_at=now, role=role))
             await self.session.flush()
         await self.session.execute(
             update(ChatRow)
@@ -110,9 +117,9 @@ class InstanceRepository:
             .execution_options(synchronize_session=False)
         )
         await self.session.execute(
-            update(CompactionJobRow)
-            .where(CompactionJobRow.instance_id == instance_id, CompactionJobRow.status == "running")
-            .values(lease_until=now + expiry, updated_at=CompactionJobRow.updated_at)
+            update(JobRow)
+            .where(JobRow.instance_id == instance_id, JobRow.status == "running")
+            .values(lease_until=now + expiry, updated_at=JobRow.updated_at)
             .execution_options(synchronize_session=False)
         )
 
@@ -181,13 +188,26 @@ class InstanceRepository:
             .values(compaction_lease_owner=None, compaction_lease_until=None, updated_at=ChatRow.updated_at)
             .execution_options(synchronize_session=False),
         )
-        jobs = await close(
-            CompactionJobRow,
+        # A job whose runner died runs again (its next attempt), unless a copy of it is queued meanwhile: then
+        # that copy does the work, and the interrupted one ends failed (one queued job per lock).
+        superseded = await execute_rowcount(
+            self.session,
+            update(JobRow)
+            .where(JobRow.status == "running", orphaned(JobRow.instance_id, JobRow.updated_at), queued_sibling())
+            .values(status="failed", lease_until=None, instance_id=None, finished_at=now)
+            .execution_options(synchronize_session=False),
+        )
+        jobs = superseded + await close(
+            JobRow, "running", JobRow.updated_at, status="queued", run_after=now, lease_until=None, instance_id=None
+        )
+        attempts = await close(
+            JobAttemptRow,
             "running",
-            CompactionJobRow.updated_at,
-            status="pending",
-            lease_until=None,
-            instance_id=None,
+            JobAttemptRow.started_at,
+            status="interrupted",
+            error_code=JOB_INTERRUPTED,
+            error="The instance running this attempt stopped before it ended.",
+            finished_at=now,
         )
         gone = await execute_rowcount(
             self.session,
@@ -195,7 +215,16 @@ class InstanceRepository:
             .where(InstanceRow.id != instance_id, InstanceRow.heartbeat_at < now - expiry)
             .execution_options(synchronize_session=False),
         )
-        return Recovered(audits, logs, leases, jobs, gone)
+        return Recovered(audits, logs, leases, jobs, gone, attempts)
+
+    async def live(self, expiry: timedelta) -> list[InstanceRow]:
+        """The instances whose heartbeat is fresh, most recently started first."""
+        query = (
+            select(InstanceRow)
+            .where(InstanceRow.heartbeat_at >= utcnow() - expiry)
+            .order_by(InstanceRow.started_at.desc(), InstanceRow.id)
+        )
+        return list(await self.session.scalars(query))
 
     async def heartbeat_of(self, instance_id: str) -> datetime | None:
         row = await self.session.get(InstanceRow, instance_id, populate_existing=True)
@@ -223,6 +252,8 @@ class Heartbeat:
         self.interval = interval
         self.expiry = timedelta(seconds=expiry)
         self.ownerless_age = ownerless_age
+        #: V8: what the instance does (``api``, ``api+jobs``, ``worker``), shown by ``/healthz``; set before start.
+        self.role: str | None = None
         self.beats = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -230,7 +261,7 @@ class Heartbeat:
         """Register, clean up after this instance's earlier life and the dead, and start beating."""
         async with self.sessions() as session:
             repo = InstanceRepository(session)
-            await repo.beat(self.instance_id, self.expiry)
+            await repo.beat(self.instance_id, self.expiry, role=self.role)
             recovered = await repo.recover(
                 self.instance_id, self.expiry, on_start=True, ownerless_age=self.ownerless_age
             )
@@ -243,7 +274,7 @@ class Heartbeat:
         """One beat now: renew, then clean up after instances whose heartbeat stopped."""
         async with self.sessions() as session:
             repo = InstanceRepository(session)
-            await repo.beat(self.instance_id, self.expiry)
+            await repo.beat(self.instance_id, self.expiry, role=self.role)
             recovered = await repo.recover(self.instance_id, self.expiry)
         self.beats += 1
         if recovered:

@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     false,
+    text,
     true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column, relationship
@@ -348,7 +349,12 @@ __all__ = [
 
 COMPACTION_STATUSES = ("running", "ok", "error", "noop")
 COMPACTION_TRIGGERS = ("background", "sync", "manual")
-JOB_STATUSES = ("pending", "running", "done")
+JOB_STATUSES = ("queued", "running", "succeeded", "failed")
+#: An attempt's ``interrupted``: its instance died during it (N5).
+ATTEMPT_STATUSES = ("running", "ok", "error", "interrupted")
+INSTANCE_ROLES = ("api", "api+jobs", "worker")
+#: On PostgreSQL the job engine's own tables (procrastinate's schema, applied by migration 0013) start with this.
+ENGINE_TABLE_PREFIX = "procrastinate_"
 
 
 class SummaryRow(Base):
@@ -398,24 +404,66 @@ class CompactionLogRow(Base):
     instance_id: Mapped[str | None] = mapped_column(ID, nullable=True, index=True)
 
 
-class CompactionJobRow(Base):
-    """A background compaction waiting (or running) for a chat; it survives a restart."""
+class JobRow(Base):
+    """V8: background work of the embedded runner (SQLite): one job waiting, running or ended.
 
-    __tablename__ = "compaction_jobs"
+    A job with a ``lock`` (``chat:<id>`` for a compaction pass) has at most one copy queued and one running
+    at a time; the partial unique indexes say so to the database. On PostgreSQL the job engine keeps its own
+    tables (``procrastinate_*``) instead.
+    """
+
+    __tablename__ = "jobs"
     __table_args__ = (
         CheckConstraint(_one_of("status", JOB_STATUSES), name="status"),
-        Index("ix_compaction_jobs_status_created_at", "status", "created_at"),
+        Index("ix_jobs_status_run_after", "status", "run_after"),
+        Index("uq_jobs_lock_queued", "lock", unique=True, sqlite_where=text("status = 'queued'"),
+              postgresql_where=text("status = 'queued'")),
+        Index("uq_jobs_lock_running", "lock", unique=True, sqlite_where=text("status = 'running'"),
+              postgresql_where=text("status = 'running'")),
     )
 
     id: Mapped[str] = _id()
-    chat_id: Mapped[str] = mapped_column(ID, ForeignKey("chats.id", ondelete="CASCADE"), nullable=False, index=True)
-    status: Mapped[str] = mapped_column(String(16), nullable=False, default="pending")
+    task: Mapped[str] = mapped_column(String(64), nullable=False)
+    args: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
+    lock: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="queued")
+    #: Attempts started so far (the first run is attempt 1).
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
+    #: Not before this time (a retry's backoff).
+    run_after: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow)
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    #: N5: the instance that claimed the job; it renews ``lease_until`` with its heartbeat.
+    #: N5: the instance running the job; it renews ``lease_until`` with its heartbeat.
     instance_id: Mapped[str | None] = mapped_column(ID, nullable=True, index=True)
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class JobAttemptRow(Base):
+    """V8: one attempt at a job, of either runner (``local`` or ``procrastinate``), with its error if it failed.
+
+    The error is a stable code and a message of ours, never an upstream body (N2).
+    """
+
+    __tablename__ = "job_attempts"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", ATTEMPT_STATUSES), name="status"),
+        Index("ix_job_attempts_runner_job_id", "runner", "job_id"),
+        Index("ix_job_attempts_started_at", "started_at"),
+    )
+
+    id: Mapped[str] = _id()
+    runner: Mapped[str] = mapped_column(String(16), nullable=False)
+    job_id: Mapped[str] = mapped_column(String(32), nullable=False)
+    task: Mapped[str] = mapped_column(String(64), nullable=False)
+    attempt: Mapped[int] = mapped_column(Integer, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="running")
+    error_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: N5: the instance running the attempt; a dead instance's running attempt is closed as interrupted.
+    instance_id: Mapped[str | None] = mapped_column(ID, nullable=True, index=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 USER_ROLES = ("admin", "user")
@@ -463,3 +511,5 @@ class InstanceRow(Base):
     id: Mapped[str] = _id()
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow)
     heartbeat_at: Mapped[datetime] = mapped_column(UTCDateTime, nullable=False, default=utcnow, index=True)
+    #: V8: ``api`` (serves, only queues jobs), ``api+jobs`` (serves and runs jobs) or ``worker`` (runs jobs).
+    role: Mapped[str | None] = mapped_column(String(16), nullable=True)

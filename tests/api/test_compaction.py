@@ -6,12 +6,12 @@ The summarizer is the same fake; its requests are told apart by the summarizer's
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
+from contextshift.jobs import make_runner
+from contextshift.service.compaction import Compactor
 from tests.api.conftest import Service
 from tests.fakes import Error, RecordedRequest, Reply
 
@@ -260,15 +260,14 @@ async def test_pending_background_work_is_picked_up_after_a_restart(service: Ser
     await fill(service, ids["chat"], 12)
     database = service.backend.database()
     await database.start()
-    try:
-        async with database.session() as session:
-            await session.execute(
-                text(
-                    "INSERT INTO compaction_jobs (id, chat_id, status, attempts, lease_until, created_at, updated_at) "
-                    "VALUES ('job1', :chat, 'running', 1, :old, :old, :old)"  # a worker died holding it
-                ),
-                {"chat": ids["chat"], "old": datetime(2000, 1, 1, tzinfo=UTC)},
-            )
+    try:  # an instance that only queues (``serve --no-jobs``) queued a pass, and nothing ran it yet
+        queueing = make_runner(database, Compactor(database), run_jobs=False)
+        await queueing.start()
+        try:
+            assert await queueing.queue_compaction(ids["chat"]) is True
+            assert await queueing.queue_compaction(ids["chat"]) is False  # one queued pass per chat
+        finally:
+            await queueing.stop()
     finally:
         await database.close()
     service.fake.script(Reply(SUMMARY))

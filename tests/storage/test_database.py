@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from contextshift.storage import Database, Repositories, default_database_url, head_revision, normalize_url
 from contextshift.storage.migrate import upgrade
 from contextshift.storage.repositories.search import is_search_object
-from contextshift.storage.tables import Base, ProviderRow
+from contextshift.storage.tables import ENGINE_TABLE_PREFIX, Base, ProviderRow
 from contextshift.storage.urls import display_url
 
 from .conftest import Backend
@@ -95,12 +95,14 @@ async def test_start_migrates_an_empty_database_to_head(backend: Backend) -> Non
         await db.close()
 
 
+def _declared(name: str | None, _type: str, _parent: Any) -> bool:
+    """Not in tables.py: the full-text search index (FTS5 table and shadow tables, PostgreSQL expression index)
+    and, on PostgreSQL, the job engine's own tables (V8), which its schema script creates."""
+    return not is_search_object(name) and not (name or "").startswith(ENGINE_TABLE_PREFIX)
+
+
 def _schema_diff(connection: Connection) -> list[Any]:
-    # The full-text search index (FTS5 table and shadow tables, PostgreSQL expression index) is not in tables.py.
-    context = MigrationContext.configure(
-        connection,
-        opts={"compare_type": True, "include_name": lambda name, _type, _parent: not is_search_object(name)},
-    )
+    context = MigrationContext.configure(connection, opts={"compare_type": True, "include_name": _declared})
     return list(compare_metadata(context, Base.metadata))
 
 

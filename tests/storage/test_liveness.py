@@ -13,8 +13,8 @@ from datetime import timedelta
 from sqlalchemy import update
 
 from contextshift.storage import Database, Repositories
-from contextshift.storage.liveness import COMPACTION_INTERRUPTED, InstanceRepository, Recovered
-from contextshift.storage.tables import ChatRow, CompactionJobRow, InstanceRow
+from contextshift.storage.liveness import COMPACTION_INTERRUPTED, JOB_INTERRUPTED, InstanceRepository, Recovered
+from contextshift.storage.tables import ChatRow, InstanceRow, JobRow
 from contextshift.storage.types import utcnow
 from tests.databases import Backend
 from tests.storage.seed import Seeded, seed_chat
@@ -33,9 +33,10 @@ async def _work_of(db: Database, instance_id: str, seeded: Seeded) -> tuple[str,
             bot_id=seeded.bot_id, chat_id=seeded.chat_id, trigger="background", model="gpt-4o"
         )
         assert await repos.compaction.acquire_lease(seeded.chat_id, instance_id, EXPIRY)
-        assert await repos.compaction.enqueue(seeded.chat_id)
-        job = await repos.compaction.claim_job(EXPIRY)
+        assert await repos.jobs.enqueue("compaction.pass", {"chat_id": seeded.chat_id}, lock=f"chat:{seeded.chat_id}")
+        job = await repos.jobs.claim(EXPIRY, instance_id)
         assert job is not None and job.instance_id == instance_id
+        await repos.job_attempts.start(runner="local", job_id=job.id, task=job.task, attempt=job.attempts)
         return entry.id, job.id
 
 
@@ -55,7 +56,7 @@ async def test_a_live_instance_closes_and_frees_what_a_dead_instance_left(db: Da
 
     recovered = await db.heartbeat.beat()
 
-    assert recovered == Recovered(audits=1, logs=1, leases=1, jobs=1, instances=1)
+    assert recovered == Recovered(audits=1, logs=1, leases=1, jobs=1, instances=1, attempts=1)
     async with db.session() as session:
         repos = Repositories(session)
         audit = await repos.audits.get(seeded.chat_id)
@@ -65,7 +66,9 @@ async def test_a_live_instance_closes_and_frees_what_a_dead_instance_left(db: Da
         assert entry.completed_at is not None
         assert not await repos.compaction.lease_busy(seeded.chat_id)
         assert await repos.compaction.acquire_lease(seeded.chat_id, db.instance_id, EXPIRY)
-        again = await repos.compaction.claim_job(EXPIRY)  # back to pending, claimed by the live instance
+        attempt = (await repos.job_attempts.of_jobs("local", [job_id]))[job_id][0]
+        assert (attempt.status, attempt.error_code) == ("interrupted", JOB_INTERRUPTED)
+        again = await repos.jobs.claim(EXPIRY, db.instance_id)  # queued again, claimed by the live instance
         assert again is not None and again.id == job_id and again.attempts == 2
         assert again.instance_id == db.instance_id
         assert await InstanceRepository(session).heartbeat_of("dead") is None
@@ -90,7 +93,7 @@ async def test_another_live_instance_work_is_never_touched(backend: Backend, db:
         entry = await repos.compaction.get_log(log_id)
         assert entry is not None and entry.status == "running"
         assert await repos.compaction.lease_busy(seeded.chat_id)
-        assert await repos.compaction.claim_job(EXPIRY) is None
+        assert await repos.jobs.claim(EXPIRY, db.instance_id) is None
 
 
 async def test_a_restart_under_the_same_instance_id_closes_its_own_earlier_life_at_once(
@@ -109,8 +112,8 @@ async def test_a_restart_under_the_same_instance_id_closes_its_own_earlier_life_
             entry = await repos.compaction.get_log(log_id)
             assert entry is not None and entry.error_code == COMPACTION_INTERRUPTED
             assert not await repos.compaction.lease_busy(seeded.chat_id)
-            job = await repos.compaction.claim_job(EXPIRY)
-            assert job is not None and job.instance_id == "node-1"
+            job = await repos.jobs.claim(EXPIRY, "node-1")
+            assert job is not None and job.attempts == 2
     finally:
         await restarted.close()
 
@@ -120,8 +123,8 @@ async def test_the_heartbeat_renews_the_leases_and_claims_it_holds(db: Database)
     async with db.session() as session:
         repos = Repositories(session)
         assert await repos.compaction.acquire_lease(seeded.chat_id, db.instance_id, timedelta(seconds=1))
-        assert await repos.compaction.enqueue(seeded.chat_id)
-        job = await repos.compaction.claim_job(timedelta(seconds=1))
+        assert await repos.jobs.enqueue("compaction.pass", {"chat_id": seeded.chat_id})
+        job = await repos.jobs.claim(timedelta(seconds=1), db.instance_id)
         assert job is not None
         chat_before = await session.get(ChatRow, seeded.chat_id)
         assert chat_before is not None
@@ -129,7 +132,7 @@ async def test_the_heartbeat_renews_the_leases_and_claims_it_holds(db: Database)
     await db.heartbeat.beat()
     async with db.session() as session:
         chat = await session.get(ChatRow, seeded.chat_id, populate_existing=True)
-        claimed = await session.get(CompactionJobRow, job.id, populate_existing=True)
+        claimed = await session.get(JobRow, job.id, populate_existing=True)
         assert chat is not None and claimed is not None
         assert lease_before is not None and chat.compaction_lease_until is not None
         assert chat.compaction_lease_until - lease_before >= db.heartbeat.expiry - timedelta(seconds=2)

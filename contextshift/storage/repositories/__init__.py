@@ -15,6 +15,7 @@ from .calibrations import CalibrationRepository
 from .chats import ChatRepository
 from .compaction import CompactionRepository
 from .convert import merge_meta, message_values, row_to_message
+from .jobs import JobAttemptRepository, JobRepository
 from .lorebooks import LorebookRepository
 from .memories import MemoryRepository
 from .messages import MessagePage, MessageRepository
@@ -44,6 +45,8 @@ class Repositories:
         self.calibrations = CalibrationRepository(session)
         self.proxy_audits = ProxyAuditRepository(session)
         self.turns = TurnRepository(session)
+        self.jobs = JobRepository(session)
+        self.job_attempts = JobAttemptRepository(session)
 
 
 __all__ = [
@@ -56,6 +59,8 @@ __all__ = [
     "ChatRepository",
     "CompactionRepository",
     "Issued",
+    "JobAttemptRepository",
+    "JobRepository",
     "LorebookRepository",
     "MemoryRepository",
     "MessagePage",

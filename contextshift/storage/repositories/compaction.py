@@ -1,4 +1,4 @@
-"""Compaction storage (C8, C10, C12, C14): summaries, the per-chat lease, logs, jobs and usage totals.
+"""Compaction storage (C8, C10, C12, C14): summaries, the per-chat lease, logs and usage totals.
 
 A summary is committed in one transaction, and only if the chat's ``history_version`` is still the one the
 pass started from: an edit during the pass (new message, pin, delete) makes the commit return ``None``
@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..tables import ChatRow, CompactionJobRow, CompactionLogRow, MessageRow, SummaryRow
+from ..tables import ChatRow, CompactionLogRow, MessageRow, SummaryRow
 from ..types import new_id, utcnow
 from ._common import execute_rowcount
 
@@ -218,62 +218,6 @@ class CompactionRepository:
             .limit(1)
         )
         return await self.session.scalar(query)
-
-    # -- background jobs ----------------------------------------------------------------------------------
-
-    async def enqueue(self, chat_id: str) -> bool:
-        """Queue a background pass for the chat unless one is already waiting or running."""
-        waiting = await self.session.scalar(
-            select(CompactionJobRow.id).where(
-                CompactionJobRow.chat_id == chat_id, CompactionJobRow.status.in_(("pending", "running"))
-            )
-        )
-        if waiting is not None:
-            return False
-        self.session.add(CompactionJobRow(chat_id=chat_id, status="pending"))
-        await self.session.flush()
-        return True
-
-    async def claim_job(self, ttl: timedelta) -> CompactionJobRow | None:
-        """The oldest pending job (or a running one whose worker's lease ran out), now running for us."""
-        now = utcnow()
-        claimable = or_(
-            CompactionJobRow.status == "pending",
-            (CompactionJobRow.status == "running") & (CompactionJobRow.lease_until < now),
-        )
-        candidates = list(
-            await self.session.scalars(
-                select(CompactionJobRow.id).where(claimable).order_by(CompactionJobRow.created_at).limit(10)
-            )
-        )
-        for job_id in candidates:
-            claimed = await execute_rowcount(
-                self.session,
-                update(CompactionJobRow)
-                .where(CompactionJobRow.id == job_id, claimable)
-                .values(
-                    status="running",
-                    lease_until=now + ttl,
-                    attempts=CompactionJobRow.attempts + 1,
-                    instance_id=self.session.info.get("instance_id"),  # renews the lease with its heartbeat
-                )
-                .execution_options(synchronize_session=False),
-            )
-            if claimed == 1:
-                return await self.session.get(CompactionJobRow, job_id, populate_existing=True)
-        return None
-
-    async def finish_job(self, job_id: str) -> None:
-        await self.session.execute(
-            update(CompactionJobRow)
-            .where(CompactionJobRow.id == job_id)
-            .values(status="done", lease_until=None, instance_id=None)
-            .execution_options(synchronize_session=False)
-        )
-
-    async def pending_jobs(self) -> int:
-        query = select(func.count()).select_from(CompactionJobRow).where(CompactionJobRow.status != "done")
-        return int(await self.session.scalar(query) or 0)
 
     # -- usage totals (C14) -------------------------------------------------------------------------------
 
