@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import preview, serve, token
+from . import preview, serve, token, worker
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_parser(commands)
     preview.add_parser(commands)
     token.add_parser(commands)
+    worker.add_parser(commands)
     return parser
 
 

@@ -35,6 +35,11 @@ def add_parser(commands: Any) -> None:
         help="a host name the service also answers to (repeatable; also CONTEXTSHIFT_ALLOWED_HOSTS, "
         "comma-separated); loopback names and the bound address always work",
     )
+    parser.add_argument(
+        "--no-jobs",
+        action="store_true",
+        help="only queue background jobs (compaction passes, clean-ups); `contextshift worker` runs them",
+    )
     parser.set_defaults(run=run)
 
 
@@ -75,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         on_started=announce,
         allowed_hosts=[*allowed_hosts_from_env(), *args.allowed_host],
         bound_host=args.host,
+        run_jobs=not args.no_jobs,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0

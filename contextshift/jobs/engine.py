@@ -244,7 +244,10 @@ class EngineRunner:
         manager = self.app.job_manager
         expiry = self.db.heartbeat.expiry.total_seconds()
         handled = 0
+        own = self._worker.worker_id if self._worker is not None else None
         for stalled in await manager.get_stalled_jobs(queue=QUEUE, seconds_since_heartbeat=expiry):
+            if own is not None and stalled.worker_id == own:  # this worker is alive: it is here, looking
+                continue
             job = JOBS.get(stalled.task_name)
             last = job is not None and stalled.attempts + 1 >= job.backoff.max_attempts
             handled += await self._requeue_or_end(stalled, end=last or await self._copy_queued(stalled))
@@ -270,8 +273,9 @@ class EngineRunner:
         return 1
 
     async def _stuck(self, expiry: float) -> list[EngineJob]:
-        """Jobs ``doing`` although their last attempt ended more than ``expiry`` seconds ago (a retry that
-        procrastinate could not write: see the module's docstring)."""
+        """Jobs ``doing`` although their worker ended their last attempt more than ``expiry`` seconds ago (a retry
+        that procrastinate could not write: see the module's docstring). An attempt closed as ``interrupted``
+        is not one of these: its worker died, and the job is stalled instead."""
         before = utcnow() - timedelta(seconds=expiry)
         async with self.db.session(write=False) as session:
             rows = (
@@ -279,8 +283,8 @@ class EngineRunner:
                     text(
                         "SELECT j.id, j.task_name, j.lock, j.queueing_lock, j.attempts FROM procrastinate_jobs j "
                         "WHERE j.status = 'doing' AND EXISTS (SELECT 1 FROM job_attempts a WHERE a.runner = :runner "
-                        "AND a.job_id = CAST(j.id AS VARCHAR) AND a.attempt = j.attempts + 1 AND a.status != 'running' "
-                        "AND a.finished_at < :before)"
+                        "AND a.job_id = CAST(j.id AS VARCHAR) AND a.attempt = j.attempts + 1 "
+                        "AND a.status IN ('ok', 'error') AND a.finished_at < :before)"
                     ),
                     {"runner": RUNNER, "before": before},
                 )

@@ -9,6 +9,8 @@ by counting polls, never by the clock.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
@@ -19,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -49,6 +52,8 @@ class Served:
     database: str
     log: Path
     env: dict[str, str] = field(default_factory=dict)
+    #: More arguments of ``serve`` (``--no-jobs``).
+    args: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     url: str = ""
     starts: int = 0
@@ -65,7 +70,7 @@ class Served:
         with self.log.open("ab") as out:
             out.write(f"\n== start {self.starts}\n".encode())
             self.process = subprocess.Popen(
-                [COMMAND, "serve", "--port", str(port), "--database", self.database],
+                [COMMAND, "serve", "--port", str(port), "--database", self.database, *self.args],
                 env={**os.environ, **FAST_RECOVERY, **self.env, **env},
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -104,6 +109,62 @@ class Served:
         return httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=30)
 
 
+@dataclass
+class Working:
+    """``contextshift worker`` as a child process on ``database``; its JSON log lines in ``log``."""
+
+    database: str
+    log: Path
+    env: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        assert self.process is None, "already running"
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [COMMAND, "worker", "--database", self.database],
+                env={**os.environ, **FAST_RECOVERY, **self.env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        for _ in range(POLLS_PER_MINUTE):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"contextshift worker exited with {self.process.returncode}:\n{self.text()}")
+            if self.events("worker_started"):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"contextshift worker did not start:\n{self.text()}")
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def lines(self) -> list[dict[str, Any]]:
+        """The worker's JSON log lines (anything else it printed is left out)."""
+        found = []
+        for line in self.text().splitlines():
+            with contextlib.suppress(ValueError):
+                value = json.loads(line)
+                if isinstance(value, dict):
+                    found.append(value)
+        return found
+
+    def events(self, *names: str) -> list[dict[str, Any]]:
+        return [line for line in self.lines() if line.get("event") in names]
+
+    def kill(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        assert self.process.returncode == -signal.SIGKILL
+        self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+            self.process = None
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database for one crash test."""
@@ -114,6 +175,20 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if not server:
         pytest.skip(PG_SKIP)
     name = f"cs_crash_{uuid.uuid4().hex[:16]}"
+    _run_apart(_pg_execute(_plain_dsn(server), f'CREATE DATABASE "{name}"'))
+    try:
+        yield _plain_dsn(server, name)
+    finally:
+        _run_apart(_pg_execute(_plain_dsn(server), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database of its own (the job engine's tests: workers need PostgreSQL)."""
+    server = os.environ.get(PG_ENV, "").strip()
+    if not server:
+        pytest.skip(PG_SKIP)
+    name = f"cs_workers_{uuid.uuid4().hex[:16]}"
     _run_apart(_pg_execute(_plain_dsn(server), f'CREATE DATABASE "{name}"'))
     try:
         yield _plain_dsn(server, name)

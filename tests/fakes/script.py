@@ -55,6 +55,9 @@ class Reply:
     #: Stop sending (without closing) after this many streamed text chunks, until the client goes away.
     hang_after: int | None = None
     model: str | None = None
+    #: Answer only once the test sets this event (after ``delay``), or never if the client goes away first: a
+    #: reply held open for exactly as long as the test needs, with no clock involved.
+    hold: threading.Event | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ from .script import SECRET, Error, Raw, RecordedRequest, Reply, ScriptItem
 from .tokens import Counting, rejection
 from .validate import anthropic_problem, openai_problem
 
+#: How often a held reply (``Reply.hold``) looks whether the test released it.
+HOLD_POLL_SECONDS = 0.02
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -70,6 +73,13 @@ class _Connection:
         if seconds > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.gone.wait(), seconds)
+        return not self.gone.is_set()
+
+    async def held(self, hold: threading.Event | None) -> bool:
+        """Wait until ``hold`` is set (polling, as it is set from the test's thread); False if the client went
+        away meanwhile."""
+        while hold is not None and not hold.is_set() and not self.gone.is_set():
+            await asyncio.sleep(HOLD_POLL_SECONDS)
         return not self.gone.is_set()
 
     async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
@@ -327,7 +337,7 @@ class FakeProvider:
                 await conn.body(item.body.encode() if isinstance(item.body, str) else item.body)
         else:
             reply = item or Reply()
-            if await conn.pause(reply.delay):
+            if await conn.pause(reply.delay) and await conn.held(reply.hold):
                 await self._reply(conn, reply)
 
     def _authorized(self, record: RecordedRequest) -> bool:
