@@ -109,6 +109,8 @@ class EngineRunner:
         concurrency: int = 1,
         grace: float | None = None,
         retention: timedelta = DEFAULT_RETENTION,
+        jobs: Mapping[str, Job] = JOBS,
+        periodic: bool = True,
         fetch_interval: float = FETCH_INTERVAL,
         pool_size: int | None = None,
     ) -> None:
@@ -121,13 +123,17 @@ class EngineRunner:
         self.grace = grace
         self.fetch_interval = fetch_interval
         self.context = JobContext(db, compactor, ended=self, retention=retention)
+        #: The jobs this runner knows, by name (``definitions.JOBS``; a test may add its own).
+        self.jobs = dict(jobs)
+        #: Queue the periodic jobs on their schedule (a test may leave them to itself).
+        self.periodic = periodic
         self._decisions: dict[int, float | None] = {}
         size = pool_size or (concurrency + 3 if run_jobs else 2)  # jobs, the fetch, the heartbeat, the rescue
         self.app = procrastinate.App(
             connector=procrastinate.PsycopgConnector(kwargs=conninfo(db), min_size=1, max_size=size)
         )
         self._retry = _Retry(self._decisions)
-        for job in JOBS.values():
+        for job in self.jobs.values():
             self._register(job)
         self._worker: Worker | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -141,7 +147,7 @@ class EngineRunner:
             await self._run(job, context.job, args)
 
         task = self.app.task(name=job.name, queue=QUEUE, pass_context=True, retry=self._retry)(run)
-        if job.cron is not None:
+        if job.cron is not None and self.periodic:
             schedule = self.app.periodic(cron=job.cron, periodic_id=job.name, lock=job.name, queueing_lock=job.name)
             schedule(task)  # type: ignore[arg-type]  # its defer time comes in ``args`` ("timestamp")
 
@@ -248,7 +254,7 @@ class EngineRunner:
         for stalled in await manager.get_stalled_jobs(queue=QUEUE, seconds_since_heartbeat=expiry):
             if own is not None and stalled.worker_id == own:  # this worker is alive: it is here, looking
                 continue
-            job = JOBS.get(stalled.task_name)
+            job = self.jobs.get(stalled.task_name)
             last = job is not None and stalled.attempts + 1 >= job.backoff.max_attempts
             handled += await self._requeue_or_end(stalled, end=last or await self._copy_queued(stalled))
         for stuck in await self._stuck(expiry):

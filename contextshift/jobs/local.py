@@ -53,6 +53,8 @@ class LocalRunner:
         concurrency: int = 1,
         grace: float | None = 0.0,
         retention: timedelta = DEFAULT_RETENTION,
+        jobs: Mapping[str, Job] = JOBS,
+        periodic: bool = True,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
         if concurrency < 1:
@@ -64,6 +66,10 @@ class LocalRunner:
         self.grace = grace
         self.poll_interval = poll_interval
         self.context = JobContext(db, compactor, ended=self, retention=retention)
+        #: The jobs this runner knows, by name (``definitions.JOBS``; a test may add its own).
+        self.jobs = dict(jobs)
+        #: Queue the periodic jobs on their schedule (a test may leave them to itself).
+        self.periodic = periodic
         self.idle = asyncio.Event()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -79,7 +85,8 @@ class LocalRunner:
         self._loops = [
             asyncio.create_task(self._loop(), name=f"contextshift-jobs-{n}") for n in range(self.concurrency)
         ]
-        self._scheduler = asyncio.create_task(self._schedule(), name="contextshift-jobs-schedule")
+        if self.periodic:
+            self._scheduler = asyncio.create_task(self._schedule(), name="contextshift-jobs-schedule")
 
     async def stop(self) -> None:
         """Stop taking jobs; running ones end within ``grace`` seconds or are interrupted and queued again."""
@@ -132,7 +139,7 @@ class LocalRunner:
         return ran
 
     async def _attempt(self, row: JobRow) -> None:
-        job = JOBS.get(row.task)
+        job = self.jobs.get(row.task)
         if job is None:  # a job of a newer version: leave it to that version
             async with self.db.session() as session:
                 await Repositories(session).jobs.fail(row.id)
@@ -171,7 +178,7 @@ class LocalRunner:
         """Queue each periodic job when it is due (at start, then every ``every_minutes``)."""
         while True:
             now = time.monotonic()
-            for job in JOBS.values():
+            for job in self.jobs.values():
                 if job.every_minutes is None or self._next_due.get(job.name, 0.0) > now:
                     continue
                 try:
