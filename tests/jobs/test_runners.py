@@ -15,6 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sqlalchemy import select, text, update
 
 from contextshift.jobs import COMPACTION_PASS, JOBS, Backoff, Job, JobContext, JobError, JobRunner, JobView
@@ -199,6 +201,22 @@ async def test_a_failed_job_whose_copy_already_waits_ends_and_the_copy_runs(db: 
     assert (by_status["failed"].attempts, [e.error_code for e in by_status["failed"].errors]) == (1, ["TEST_BROKEN"])
     assert (by_status["succeeded"].attempts, by_status["succeeded"].errors) == (1, [])
     assert work.runs == {"c1": 2}
+
+
+@given(
+    attempts=st.integers(1, 12),
+    base=st.floats(0, 60, allow_nan=False),
+    factor=st.floats(1, 4, allow_nan=False),
+    cap=st.floats(0, 600, allow_nan=False),
+)
+def test_a_backoff_never_shrinks_never_passes_its_cap_and_ends_at_its_limit(
+    attempts: int, base: float, factor: float, cap: float
+) -> None:
+    backoff = Backoff(max_attempts=attempts, base=base, factor=factor, cap=cap)
+    delays = [backoff.delay(n) for n in range(1, attempts + 3)]
+    waits = [d for d in delays if d is not None]
+    assert len(waits) == attempts - 1 and delays[attempts - 1 :] == [None, None, None]
+    assert all(0 <= w <= cap for w in waits) and waits == sorted(waits)
 
 
 def test_the_backoff_doubles_from_its_base_up_to_its_cap_and_stops_at_the_limit() -> None:
