@@ -40,7 +40,7 @@ from ..service.compaction import Compactor
 from ..storage import Database, Repositories
 from ..storage.types import utcnow
 from .attempt import run_attempt
-from .definitions import COMPACTION_PASS, DEFAULT_RETENTION, JOBS, Job, JobContext
+from .definitions import COMPACTION_PASS, DEFAULT_RETENTION, JOBS, Job, JobContext, JobError
 from .views import JobView, attempt_views
 
 log = logging.getLogger("contextshift.jobs")
@@ -362,9 +362,8 @@ class EngineRunner:
         return views, len(rows) > limit
 
 
-class _AttemptFailed(Exception):
-    """Tells procrastinate the attempt failed (its error is recorded already; this carries only the code)."""
+class _AttemptFailed(JobError):
+    """Tells procrastinate the attempt failed (its error is recorded already; this names only its code)."""
 
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
+    def __init__(self, error_code: str) -> None:
+        super().__init__(f"The attempt failed with {error_code}; see the job's attempts.", error_code=error_code)
