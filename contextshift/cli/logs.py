@@ -17,6 +17,10 @@ FIELDS = ("event", "runner", "job_id", "task", "attempt", "status", "error_code"
           "instance_id", "concurrency", "database")
 
 
+#: Loggers of libraries whose INFO records are not the worker's story.
+QUIET = ("procrastinate", "httpx", "httpcore", "alembic", "psycopg", "asyncio")
+
+
 class JsonLines(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, object] = {
@@ -35,11 +39,12 @@ class JsonLines(logging.Formatter):
 
 
 def log_json_lines(level: int = logging.INFO) -> None:
-    """Send every log record at ``level`` or above to standard error as JSON lines (procrastinate's own records
-    only from WARNING: ours say what each job did)."""
+    """Send every log record at ``level`` or above to standard error as JSON lines. Libraries' records come only from
+    WARNING: ours say what each job did, and httpx's request lines would name provider URLs."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLines())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    logging.getLogger("procrastinate").setLevel(logging.WARNING)
+    for library in QUIET:
+        logging.getLogger(library).setLevel(logging.WARNING)
