@@ -156,13 +156,19 @@ async def _burst(db: Database, runner: EngineRunner, chats: list[str]) -> tuple[
         if ok + failed == len(chats):
             break
         await asyncio.sleep(0.05)
+    return ok, failed, await _seconds(db, "max(a.finished_at) - min(e.at)", first, None)
+
+
+async def _seconds(db: Database, interval: str, first: int, last: int | None) -> float:
+    """``interval`` (over the jobs' ``deferred`` events ``e`` and attempts ``a``) of the passes ``first``..``last``."""
     async with db.session(write=False) as session:
-        span = await session.scalar(text(
-            "SELECT extract(epoch FROM max(a.finished_at) - min(e.at)) FROM procrastinate_jobs j "
+        value = await session.scalar(text(
+            f"SELECT extract(epoch FROM {interval}) FROM procrastinate_jobs j "
             "JOIN procrastinate_events e ON e.job_id = j.id AND e.type = 'deferred' "
             "JOIN job_attempts a ON a.runner = 'procrastinate' AND a.job_id = CAST(j.id AS VARCHAR) "
-            "WHERE j.task_name = 'compaction.pass' AND j.id >= :first"), {"first": first})
-    return ok, failed, float(span or 0.0)
+            "WHERE j.task_name = 'compaction.pass' AND j.id >= :first AND (:last IS NULL OR j.id <= :last)"),
+            {"first": first, "last": last})
+    return float(value or 0.0)
 
 
 async def _latencies(db: Database, runner: EngineRunner, chats: list[str]) -> list[float]:
@@ -175,13 +181,7 @@ async def _latencies(db: Database, runner: EngineRunner, chats: list[str]) -> li
             if ok + failed:
                 break
             await asyncio.sleep(0.01)
-        async with db.session(write=False) as session:
-            waited = await session.scalar(text(
-                "SELECT extract(epoch FROM min(a.started_at) - min(e.at)) FROM procrastinate_jobs j "
-                "JOIN procrastinate_events e ON e.job_id = j.id AND e.type = 'deferred' "
-                "JOIN job_attempts a ON a.runner = 'procrastinate' AND a.job_id = CAST(j.id AS VARCHAR) "
-                "WHERE j.id = :first"), {"first": first})
-        found.append(float(waited or 0.0) * 1000)
+        found.append(await _seconds(db, "min(a.started_at) - min(e.at)", first, first) * 1000)
     return found
 
 

@@ -40,7 +40,8 @@ from ..service.compaction import Compactor
 from ..storage import Database, Repositories
 from ..storage.types import utcnow
 from .attempt import run_attempt
-from .definitions import COMPACTION_PASS, DEFAULT_RETENTION, JOBS, Job, JobContext, JobError
+from .base import RunnerBase
+from .definitions import DEFAULT_RETENTION, JOBS, Job, JobError
 from .views import JobView, attempt_views
 
 log = logging.getLogger("contextshift.jobs")
@@ -91,11 +92,9 @@ class _Retry(BaseRetryStrategy):
         return None if retry_in is None else RetryDecision(retry_at=utcnow() + timedelta(seconds=retry_in))
 
 
-class EngineRunner:
-    """Background jobs on PostgreSQL through procrastinate; with ``run_jobs`` it also runs a worker in this process.
-
-    ``concurrency``: jobs this process runs at once. ``grace``: on :meth:`stop`, seconds to let running jobs end
-    before they are interrupted (None: wait for them, as ``contextshift worker`` does on SIGTERM).
+class EngineRunner(RunnerBase):
+    """Background jobs on PostgreSQL through procrastinate; with ``run_jobs`` it also runs a worker in this process
+    (the options are ``RunnerBase``'s; ``contextshift worker`` waits for running jobs on SIGTERM: ``grace=None``).
     """
 
     kind = RUNNER
@@ -114,19 +113,9 @@ class EngineRunner:
         fetch_interval: float = FETCH_INTERVAL,
         pool_size: int | None = None,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        self.db = db
-        self.compactor = compactor
-        self.run_jobs = run_jobs
-        self.concurrency = concurrency
-        self.grace = grace
+        super().__init__(db, compactor, run_jobs=run_jobs, concurrency=concurrency, grace=grace,
+                         retention=retention, jobs=jobs, periodic=periodic)
         self.fetch_interval = fetch_interval
-        self.context = JobContext(db, compactor, ended=self, retention=retention)
-        #: The jobs this runner knows, by name (``definitions.JOBS``; a test may add its own).
-        self.jobs = dict(jobs)
-        #: Queue the periodic jobs on their schedule (a test may leave them to itself).
-        self.periodic = periodic
         self._decisions: dict[int, float | None] = {}
         size = pool_size or (concurrency + 3 if run_jobs else 2)  # jobs, the fetch, the heartbeat, the rescue
         self.app = procrastinate.App(
@@ -227,9 +216,6 @@ class EngineRunner:
         """Until the worker stops (``stop``, or a failure of its own)."""
         if self._tasks:
             await asyncio.shield(self._tasks[0])
-
-    async def queue_compaction(self, chat_id: str) -> bool:
-        return await self.enqueue(COMPACTION_PASS, {"chat_id": chat_id})
 
     async def enqueue(self, job: Job, args: Mapping[str, Any]) -> bool:
         """Queue ``job``; False when a job of its lock waits already (it will do the same work)."""

@@ -23,7 +23,8 @@ from ..storage import Database, Repositories
 from ..storage.tables import JobRow
 from ..storage.types import utcnow
 from .attempt import run_attempt
-from .definitions import COMPACTION_PASS, DEFAULT_RETENTION, JOBS, Job, JobContext
+from .base import RunnerBase
+from .definitions import DEFAULT_RETENTION, JOBS, Job
 from .views import JobView, attempt_views
 
 log = logging.getLogger("contextshift.jobs")
@@ -35,12 +36,9 @@ POLL_INTERVAL = 5.0
 SCHEDULE_INTERVAL = 30.0
 
 
-class LocalRunner:
-    """Background jobs in this process, from the ``jobs`` table; ``run_jobs=False`` only queues them.
-
-    ``concurrency``: jobs run at once. ``grace``: on :meth:`stop`, seconds to let running jobs end before they are
-    interrupted and queued again (None: wait for them).
-    """
+class LocalRunner(RunnerBase):
+    """Background jobs in this process, from the ``jobs`` table (the options are ``RunnerBase``'s; a job
+    interrupted past the ``grace`` is queued again)."""
 
     kind = RUNNER
 
@@ -57,19 +55,9 @@ class LocalRunner:
         periodic: bool = True,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        self.db = db
-        self.compactor = compactor
-        self.run_jobs = run_jobs
-        self.concurrency = concurrency
-        self.grace = grace
+        super().__init__(db, compactor, run_jobs=run_jobs, concurrency=concurrency, grace=grace,
+                         retention=retention, jobs=jobs, periodic=periodic)
         self.poll_interval = poll_interval
-        self.context = JobContext(db, compactor, ended=self, retention=retention)
-        #: The jobs this runner knows, by name (``definitions.JOBS``; a test may add its own).
-        self.jobs = dict(jobs)
-        #: Queue the periodic jobs on their schedule (a test may leave them to itself).
-        self.periodic = periodic
         self.idle = asyncio.Event()
         self._wake = asyncio.Event()
         self._stopping = asyncio.Event()
@@ -114,9 +102,6 @@ class LocalRunner:
         await self._stopping.wait()
         if self._loops:
             await asyncio.wait(self._loops)
-
-    async def queue_compaction(self, chat_id: str) -> bool:
-        return await self.enqueue(COMPACTION_PASS, {"chat_id": chat_id})
 
     async def enqueue(self, job: Job, args: Mapping[str, Any]) -> bool:
         """Queue ``job``; False when a job of its lock waits already (it will do the same work)."""

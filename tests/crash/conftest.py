@@ -171,24 +171,24 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'crash.db'}"
         return
-    server = os.environ.get(PG_ENV, "").strip()
-    if not server:
-        pytest.skip(PG_SKIP)
-    name = f"cs_crash_{uuid.uuid4().hex[:16]}"
-    _run_apart(_pg_execute(_plain_dsn(server), f'CREATE DATABASE "{name}"'))
-    try:
-        yield _plain_dsn(server, name)
-    finally:
-        _run_apart(_pg_execute(_plain_dsn(server), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with _pg_database("cs_crash") as url:
+        yield url
 
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database of its own (the job engine's tests: workers need PostgreSQL)."""
+    with _pg_database("cs_workers") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _pg_database(prefix: str) -> Iterator[str]:
+    """A new database ``<prefix>_<hex>`` on the server of ``CONTEXTSHIFT_TEST_POSTGRES_URL``, dropped after."""
     server = os.environ.get(PG_ENV, "").strip()
     if not server:
         pytest.skip(PG_SKIP)
-    name = f"cs_workers_{uuid.uuid4().hex[:16]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:16]}"
     _run_apart(_pg_execute(_plain_dsn(server), f'CREATE DATABASE "{name}"'))
     try:
         yield _plain_dsn(server, name)
