@@ -166,8 +166,8 @@ async def _seconds(db: Database, interval: str, first: int, last: int | None) ->
             f"SELECT extract(epoch FROM {interval}) FROM procrastinate_jobs j "
             "JOIN procrastinate_events e ON e.job_id = j.id AND e.type = 'deferred' "
             "JOIN job_attempts a ON a.runner = 'procrastinate' AND a.job_id = CAST(j.id AS VARCHAR) "
-            "WHERE j.task_name = 'compaction.pass' AND j.id >= :first AND (:last IS NULL OR j.id <= :last)"),
-            {"first": first, "last": last})
+            "WHERE j.task_name = 'compaction.pass' AND j.id BETWEEN :first AND :last"),
+            {"first": first, "last": last if last is not None else 2**62})
     return float(value or 0.0)
 
 
