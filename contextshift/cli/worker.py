@@ -14,12 +14,14 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from typing import Any
 
 log = logging.getLogger("contextshift.worker")
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
 
 
 def add_parser(commands: Any) -> None:
@@ -102,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from .logs import log_json_lines
 
     if args.concurrency < 1:
-        print("--concurrency must be at least 1")
-        return 2
+        print("--concurrency must be at least 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
     log_json_lines()
     url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
     try:

@@ -303,7 +303,10 @@ class EngineRunner(RunnerBase):
                     text(
                         "DELETE FROM procrastinate_jobs j WHERE j.status IN ('succeeded', 'failed', 'cancelled', "
                         "'aborted') AND NOT EXISTS (SELECT 1 FROM procrastinate_events e WHERE e.job_id = j.id "
-                        "AND e.at >= :before) RETURNING j.id"
+                        "AND e.at >= :before) "
+                        # a periodic job's latest defer still names it (the engine keeps that row)
+                        "AND NOT EXISTS (SELECT 1 FROM procrastinate_periodic_defers d WHERE d.job_id = j.id) "
+                        "RETURNING j.id"
                     ),
                     {"before": before},
                 )

@@ -340,3 +340,28 @@ async def test_a_compaction_pass_waits_out_a_busy_chat_and_a_deleted_chat_needs_
     assert (busy.status, busy.attempts, busy.lock) == ("failed", 3, f"chat:{seeded.chat_id}")
     assert [e.error_code for e in busy.errors] == ["JOB_CHAT_BUSY"] * 3
     assert (deleted.status, deleted.attempts, deleted.errors) == ("succeeded", 1, [])
+
+
+async def test_the_engine_keeps_an_ended_periodic_job_its_schedule_still_names(db: Database) -> None:
+    if db.dialect != "postgresql":
+        pytest.skip("the engine's periodic schedule is PostgreSQL's")
+    work = Work()
+
+    async def quick(_args: Mapping[str, Any], _attempt: int) -> None:
+        return None
+
+    done = work.job("test.periodic", quick)
+    async with running(db, done, retention=timedelta(0)) as runner:
+        await runner.enqueue(done, {})
+        (ended_job,) = await ended(runner, "test.periodic")
+        async with db.session() as session:  # what the engine's periodic deferrer keeps: its latest defer
+            await session.execute(
+                text("INSERT INTO procrastinate_periodic_defers (task_name, periodic_id, defer_timestamp, job_id) "
+                     "VALUES ('test.periodic', '', 1, :job)"),
+                {"job": int(ended_job.id)},
+            )
+        await runner.enqueue(JOBS_CLEANUP, {})
+        (cleanup,) = await ended(runner, "cleanup.jobs")
+        kept = [j.task for j in (await runner.listing(["succeeded"], limit=10))[0]]
+    assert (cleanup.status, cleanup.errors) == ("succeeded", [])
+    assert kept == ["cleanup.jobs", "test.periodic"]
