@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 
+from .embedding import Embedder, similarities
 from .groups import build_groups
 from .messages import Message, link_ids
 from .relevance import bm25_term_scores, terms
@@ -67,6 +68,15 @@ MAX_CANDIDATES = 256
 EXCERPT_SHARE = 0.5
 #: The pieces a tool result is cut into for its excerpt: sentences, lines and JSON fields.
 _PIECE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s*(?=\")")
+#: With an embedder: a group whose text is less similar in meaning than this (cosine) to the input never
+#: comes back by meaning. all-MiniLM-L6-v2 gives a paraphrase of the input about 0.35-0.75 and chatter
+#: about 0.1-0.3 (``benchmarks/fidelity_data.py``'s ``paraphrase`` family).
+SEMANTIC_FLOOR = 0.3
+#: With an embedder: at most this many excluded groups, the most similar in meaning, may come back by
+#: meaning alone (BM25 brings back the groups that share the input's words, however many).
+SEMANTIC_TOP = 3
+#: What a group's similarity relative to the most similar one is worth beside BM25's relevance (in 0..1).
+SEMANTIC_WEIGHT = 0.8
 #: What an excerpted tool result starts with.
 EXCERPT_MARK = "[excerpt: cut by recall to the parts the current input asks about, {kept} of {total} characters]"
 
@@ -268,9 +278,10 @@ def recall(request: StrategyRequest) -> ShiftResult:
     if not outcome.removed:
         return truncated
     query = current_input(prompt.messages)
-    if not query_words(query):
+    embedder = request.embedder
+    if not query_words(query) and (embedder is None or not query.strip()):
         return truncated
-    chosen, excerpts = _choose(prompt, outcome, query, budget)
+    chosen, excerpts = _choose(prompt, outcome, query, budget, embedder)
     if not chosen:
         return truncated
     while chosen:
@@ -305,6 +316,7 @@ def recall(request: StrategyRequest) -> ShiftResult:
     tokens = sum(shown.costs[p] for p in recalled)
     result.diagnostics.append(
         f"recall brought back {len(recalled)} message(s) ({tokens} tokens) relevant to the current input"
+        + (f" (BM25 and {embedder.name} embeddings)" if embedder is not None else "")
     )
     if cut:
         result.diagnostics.append(
@@ -314,7 +326,30 @@ def recall(request: StrategyRequest) -> ShiftResult:
     return result
 
 
-def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[list[int], dict[int, list[Message]]]:
+def _semantic(prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embedder) -> dict[int, float]:
+    """The ``SEMANTIC_TOP`` groups most similar in meaning to ``query`` (at least ``SEMANTIC_FLOOR``), each
+    with its similarity relative to the most similar one. Sentences are compared, as BM25 scores them: a
+    group is as similar as its most similar sentence, so a fact is not diluted by the chatter around it."""
+    owners: list[int] = []
+    sentences: list[str] = []
+    for n in numbers:
+        for p in prompt.groups[n].members:
+            for sentence in _SENTENCE.split(prompt.messages[p].text):
+                if sentence.strip():
+                    owners.append(n)
+                    sentences.append(sentence.strip())
+    best: dict[int, float] = {}
+    for owner, similarity in zip(owners, similarities(embedder, query, sentences), strict=True):
+        best[owner] = max(best.get(owner, similarity), similarity)
+    scored = sorted(
+        ((s, n) for n, s in best.items() if s >= SEMANTIC_FLOOR), key=lambda item: (-item[0], -item[1])
+    )[:SEMANTIC_TOP]
+    return {n: s / scored[0][0] for s, n in scored}
+
+
+def _choose(
+    prompt: Prompt, outcome: Removal, query: str, budget: int, embedder: Embedder | None = None
+) -> tuple[list[int], dict[int, list[Message]]]:
     """The excluded groups to bring back, in the order they were chosen (most useful first), and the ones
     that come back excerpted (their tool results cut to what the query matches), with their copies.
 
@@ -329,14 +364,25 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[
     look-alike "parking code for Falcon" does not cover Falcon's vault code). So a question about sixteen
     projects brings back one statement about each rather than every mention of the first. A superseded
     statement and a question count less.
+
+    With an embedder, the ``SEMANTIC_TOP`` excluded groups most similar in meaning to the input (above
+    ``SEMANTIC_FLOOR``) are candidates too, worth ``SEMANTIC_WEIGHT`` × their similarity relative to the most
+    similar one where that is more than BM25 makes them worth: a paraphrase shares no word with the input.
     """
     scores = _Scores(prompt, query)
-    if scores.best <= 0:
-        return [], {}
     gone = set(outcome.removed)
     firsts = [g.first for g in prompt.groups]
-    excluded = [n for n in scores.numbers if firsts[n] in gone and scores.term_scores[n]]
-    excluded.sort(key=lambda n: (-scores.relevance[n], -firsts[n]))
+    meaning: dict[int, float] = {}
+    if embedder is not None:
+        meaning = {
+            n: SEMANTIC_WEIGHT * s
+            for n, s in _semantic(prompt, [n for n in scores.numbers if firsts[n] in gone], query, embedder).items()
+        }
+    if scores.best <= 0 and not meaning:
+        return [], {}
+    excluded = [n for n in scores.numbers if firsts[n] in gone and (scores.term_scores[n] or n in meaning)]
+    relevance = {n: max(scores.relevance[n], meaning.get(n, 0.0)) for n in excluded}
+    excluded.sort(key=lambda n: (-relevance[n], -firsts[n]))
     excluded = excluded[:MAX_CANDIDATES]
     factor = {
         n: (SUPERSEDED_FACTOR if scores.superseded(n, firsts) else 1.0)
@@ -365,7 +411,8 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[
         return best
 
     def value(n: int) -> float:
-        return factor[n] * best_sentence(n)[0] / scores.best
+        by_words = best_sentence(n)[0] / scores.best if scores.best > 0 else 0.0
+        return factor[n] * max(by_words, meaning.get(n, 0.0))
 
     protected = sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
     room = budget - prompt.fixed - protected
@@ -397,7 +444,7 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[
             cheap = sum(Prompt(copies, prompt.counter, prompt.per_message_overhead).costs)
             if cheap < cost:
                 excerpts[number], whole[number] = copies, cost - cheap
-        own = factor[number] * scores.relevance[number]
+        own = factor[number] * relevance[number]
         if used + min(cost, cheap) > room * MAX_RECALL_SHARE * own:
             excerpts.pop(number, None)
             continue
