@@ -35,10 +35,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 
+import numpy as np
+
 from .embedding import Embedder, similarities
 from .groups import build_groups
 from .messages import Message, link_ids
-from .relevance import bm25_term_scores, terms
+from .relevance import bm25_term_matrix, terms
 from .request import StrategyRequest
 from .shifting import Prompt, Removal, ShiftResult, Truncation, build_result, excluded_note, shift_prompt
 from .vocabulary import RECALLED, SUMMARIZED
@@ -191,20 +193,22 @@ class _Scores:
                     owners.append(n)
                     sentences.append(sentence)
         analysed_sentences = terms(sentences)
-        by_term = bm25_term_scores(sorted(self.query), analysed_sentences, length_weight=LENGTH_WEIGHT)
+        words = sorted(self.query)
+        matrix = bm25_term_matrix(words, analysed_sentences, length_weight=LENGTH_WEIGHT)
         # The query's rare words (few sentences hold them: names, codes) say what it is about; a
         # sentence is worth recalling while it holds one that no chosen sentence held.
         limit = max(RARE_SENTENCES, RARE_SHARE * len(sentences))
-        self.sentence_frequency = {t: sum(1 for x in v if x > 0) for t, v in by_term.items()}
+        positive = matrix > 0
+        self.sentence_frequency = {t: int(df) for t, df in zip(words, positive.sum(axis=1), strict=True)}
         self.rare = frozenset(t for t, df in self.sentence_frequency.items() if 0 < df <= limit)
         #: Per group, each of its sentences' scores by query word, and its words (only sentences that match).
         self.term_scores: dict[int, list[dict[str, float]]] = {n: [] for n in self.numbers}
         self.sentence_words: dict[int, list[frozenset[str]]] = {n: [] for n in self.numbers}
-        for index, owner in enumerate(owners):
-            matched = {term: scores[index] for term, scores in by_term.items() if scores[index] > 0}
-            if matched:
-                self.term_scores[owner].append(matched)
-                self.sentence_words[owner].append(frozenset(analysed_sentences[index]))
+        for index in np.flatnonzero(positive.any(axis=0)).tolist():  # only the sentences that match
+            column = matrix[:, index].tolist()
+            matched = {term: score for term, score in zip(words, column, strict=True) if score > 0}
+            self.term_scores[owners[index]].append(matched)
+            self.sentence_words[owners[index]].append(frozenset(analysed_sentences[index]))
         totals = {n: max((sum(m.values()) for m in self.term_scores[n]), default=0.0) for n in self.numbers}
         best = max(totals.values(), default=0.0)
         #: A group's score relative to the best group of the prompt, in 0..1.
