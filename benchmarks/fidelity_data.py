@@ -268,7 +268,7 @@ def pairs(seed: int) -> list[Case]:
 
 
 #: ``paraphrase``: a fact, and a question that asks for it in other words (no word in common once stop words
-#: are dropped and the rest stemmed; ``tests/benchmarks`` checks it), so BM25 cannot find it.
+#: are dropped and the rest stemmed; ``tests/core/test_embeddings.py`` checks it), so BM25 cannot find it.
 PARAPHRASES = (
     ("The combination of the gym locker is {v}.", "Which digits open the cabinet I use at the fitness centre?"),
     ("The burglar alarm PIN at the cottage is {v}.", "How do I switch off the intruder siren at our holiday house?"),

@@ -12,6 +12,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from benchmarks.fidelity_data import PARAPHRASES
 from contextshift import Embedder, Message, shift_with_strategy
 from contextshift.core.embedding import similarities
 from contextshift.core.recall import query_words
@@ -80,8 +81,9 @@ def test_a_text_gets_the_same_vector_alone_in_a_batch_and_from_the_cache(minilm:
     assert alone == batch
 
 
-def test_the_paraphrase_shares_no_search_word_with_the_fact() -> None:
-    assert not set(query_words(PARAPHRASE)) & set(query_words(LOCKER))
+@pytest.mark.parametrize("fact, question", [(LOCKER, PARAPHRASE), *PARAPHRASES])
+def test_each_paraphrased_question_shares_no_search_word_with_its_fact(fact: str, question: str) -> None:
+    assert not set(query_words(question)) & set(query_words(fact.format(v="68753")))
 
 
 @needs_model
