@@ -33,7 +33,7 @@ import heapq
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -173,8 +173,16 @@ def whole_groups(messages: Sequence[Message], wanted: frozenset[str] | set[str])
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
+    shared = len(a & b)
+    union = len(a) + len(b) - shared
+    return shared / union if union else 0.0
+
+
+@lru_cache(maxsize=1 << 14)
+def _sentences(document: str) -> tuple[str, ...]:
+    """A group's text cut into sentences (``_`` read as a space), blank ones left out; the last 16k groups'
+    are kept, since a turn splits the same history as the turn before."""
+    return tuple(s for s in _SENTENCE.split(document.replace("_", " ")) if s.strip())
 
 
 class _Scores:
@@ -188,10 +196,9 @@ class _Scores:
         owners: list[int] = []
         sentences: list[str] = []
         for n, document in zip(self.numbers, documents, strict=True):
-            for sentence in _SENTENCE.split(document.replace("_", " ")):
-                if sentence.strip():
-                    owners.append(n)
-                    sentences.append(sentence)
+            split = _sentences(document)
+            owners.extend([n] * len(split))
+            sentences.extend(split)
         analysed_sentences = terms(sentences)
         words = sorted(self.query)
         matrix = bm25_term_matrix(words, analysed_sentences, length_weight=LENGTH_WEIGHT)
@@ -204,12 +211,19 @@ class _Scores:
         #: Per group, each of its sentences' scores by query word, and its words (only sentences that match).
         self.term_scores: dict[int, list[dict[str, float]]] = {n: [] for n in self.numbers}
         self.sentence_words: dict[int, list[frozenset[str]]] = {n: [] for n in self.numbers}
-        for index in np.flatnonzero(positive.any(axis=0)).tolist():  # only the sentences that match
-            column = matrix[:, index].tolist()
-            matched = {term: score for term, score in zip(words, column, strict=True) if score > 0}
-            self.term_scores[owners[index]].append(matched)
-            self.sentence_words[owners[index]].append(frozenset(analysed_sentences[index]))
-        totals = {n: max((sum(m.values()) for m in self.term_scores[n]), default=0.0) for n in self.numbers}
+        # Only the (sentence, query word) pairs that score, sentence by sentence, words in query order.
+        sentence_of, word_of = np.nonzero(positive.T)
+        values = matrix.T[sentence_of, word_of].tolist()
+        matched: dict[str, float] = {}
+        for at, (index, k) in enumerate(zip(sentence_of.tolist(), word_of.tolist(), strict=True)):
+            matched[words[k]] = values[at]
+            if at + 1 == len(values) or sentence_of[at + 1] != index:  # the sentence's last scoring word
+                self.term_scores[owners[index]].append(matched)
+                self.sentence_words[owners[index]].append(frozenset(analysed_sentences[index]))
+                matched = {}
+        #: Per group, each matching sentence's score (the sum over its query words).
+        self.sums = {n: [sum(m.values()) for m in self.term_scores[n]] for n in self.numbers}
+        totals = {n: max(self.sums[n], default=0.0) for n in self.numbers}
         best = max(totals.values(), default=0.0)
         #: A group's score relative to the best group of the prompt, in 0..1.
         self.relevance = {n: (totals[n] / best if best > 0 else 0.0) for n in self.numbers}
@@ -226,7 +240,8 @@ class _Scores:
         """Whether a later sentence (not a question) states the group's best sentence again, changed."""
         if not self.term_scores[number]:
             return False
-        best = max(range(len(self.term_scores[number])), key=lambda i: sum(self.term_scores[number][i].values()))
+        sums = self.sums[number]
+        best = sums.index(max(sums))  # the first best sentence
         matched = frozenset(self.term_scores[number][best])
         mine = self.sentence_words[number][best]
         rarest = min(matched, key=lambda w: (self.frequency.get(w, 0), w))
@@ -234,7 +249,7 @@ class _Scores:
             if first[other] <= first[number] or other in self.questions:
                 continue
             for theirs in self.sentence_words[other]:
-                if not matched <= theirs or not (theirs - mine) or not (mine - theirs):
+                if not matched <= theirs or theirs <= mine or mine <= theirs:
                     continue  # not about the same, or nothing stated differently
                 if _jaccard(mine, theirs) >= SAME_STATEMENT:
                     return True
