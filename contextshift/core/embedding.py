@@ -23,9 +23,20 @@ class Embedder(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """Which model, as diagnostics name it (e.g. ``all-MiniLM-L6-v2 (int8 ONNX)``)."""
+        ...
 
-    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]: ...
+    def embed(self, texts: Sequence[str]) -> Sequence[Sequence[float]]:
+        """Embed ``texts``.
+
+        Args:
+            texts: the texts, any number, any length (a model may read only the start of a long one).
+
+        Returns:
+            One vector per text, in order, all of one length.
+        """
+        ...
 
 
 def similarities(embedder: Embedder, query: str, documents: Sequence[str]) -> list[float]:

@@ -139,6 +139,7 @@ class MiniLMEmbedder:
 
     @property
     def name(self) -> str:
+        """The model, as diagnostics name it."""
         return "all-MiniLM-L6-v2 (int8 ONNX)"
 
     def _vector(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]]:
@@ -152,7 +153,14 @@ class MiniLMEmbedder:
         return np.asarray(pooled / norm if norm > 0 else pooled, dtype=np.float32)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One unit vector per text (384 floats), from the cache where the text was embedded before."""
+        """One unit vector per text (384 floats), from the cache where the text was embedded before.
+
+        Args:
+            texts: the texts; each is read up to its first 256 WordPiece tokens.
+
+        Returns:
+            The vectors, in order.
+        """
         out: list[list[float]] = []
         for text in texts:
             with self._lock:
