@@ -13,6 +13,7 @@ import httpx
 from fastapi import APIRouter, Depends, FastAPI
 
 from .. import __version__
+from ..embeddings import configured_embedder
 from ..jobs import make_runner
 from ..providers import make_client
 from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
@@ -79,11 +80,16 @@ def create_app(
     The database made from ``database_url`` is instance ``CONTEXTSHIFT_INSTANCE_ID`` when set (N5).
     The ``Host`` header must be a loopback name, ``bound_host`` or one of ``allowed_hosts`` (default
     ``CONTEXTSHIFT_ALLOWED_HOSTS``). ``secret_key`` (default ``CONTEXTSHIFT_SECRET_KEY`` or the data directory's
-    key file) signs the browser's CSRF cookie. ``login_limit`` is how many failed sign-ins a client may make
-    (a ``limits`` string, e.g. ``"20/minute"``) before its attempts are refused for a while.
+    key file) signs the browser's CSRF cookie. ``CONTEXTSHIFT_EMBEDDINGS=minilm`` gives ``recall`` and
+    ``vector-recall`` relevance by meaning (the ``embeddings`` extra; without it the app is not made:
+    :class:`~contextshift.embeddings.EmbeddingsNotInstalled`). ``login_limit`` is how many failed sign-ins a
+    client may make (a ``limits`` string, e.g. ``"20/minute"``) before its attempts are refused for a while.
     ``run_jobs``: run background jobs in this process (V8; ``serve --no-jobs`` passes False: this instance only
     queues them, for ``contextshift worker`` processes to run).
     """
+    # CONTEXTSHIFT_EMBEDDINGS names a model the extra is missing for (EMBEDDINGS_NOT_INSTALLED) or no model
+    # at all (UNKNOWN_EMBEDDINGS): refuse to start rather than recall without it unnoticed; else load it now.
+    configured_embedder()
     token = configured_admin_token(admin_token)
     key = secret_key if secret_key is not None else current_key()
     hosts = list(allowed_hosts) if allowed_hosts is not None else allowed_hosts_from_env()
