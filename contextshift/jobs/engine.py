@@ -203,8 +203,12 @@ class EngineRunner(RunnerBase):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._tasks[0]
+            except asyncio.CancelledError:
+                pass
+            except Exception as error:  # the worker had stopped on a failure of its own (``wait`` returned)
+                log.warning("the job engine's worker stopped on %s", type(error).__name__)
         self._tasks, self._worker = [], None
         if self.compactor.queue == self.queue_compaction:
             self.compactor.queue = None
