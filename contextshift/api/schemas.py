@@ -556,7 +556,10 @@ class HistoryCountsOut(BaseModel):
     not_loaded: int = Field(
         description="Messages older than the loaded window: left out (context-shift) without being read"
     )
-    summarized: int = Field(description="Messages a compaction summary stands for (pinned ones are sent raw)")
+    summarized: int = Field(
+        description="Messages a summary stands for: stored compaction summaries (pinned messages are sent raw, not "
+        "counted) and what this prompt's summarize strategy folded"
+    )
 
 
 class PreviewOut(BaseModel):

@@ -25,6 +25,7 @@ import anyio
 
 from ..core.errors import TokenBudgetExceeded
 from ..core.tokens import TokenizerProfile
+from ..core.vocabulary import SUMMARIZED
 from ..pipeline import PipelineResult
 from ..providers import (
     ChatRequest,
@@ -104,6 +105,16 @@ def _refusal_of(code: str) -> Refusal:
     return Refusal.UPSTREAM_TIMEOUT if code == PROVIDER_TIMEOUT else Refusal.UPSTREAM_FAILED
 
 
+def history_counts(turn: Turn, result: PipelineResult) -> dict[str, int] | None:
+    """What the entries cannot list, for a chat: history older than the window, and every message a summary
+    stands for (stored compaction summaries, counted in full, and what this prompt's ``summarize`` folded)."""
+    if turn.history is None:
+        return None
+    stored = {m.id for m in turn.request.sources.summarized}  # already in the database count
+    folded = sum(1 for e in result.entries if e.reason == SUMMARIZED and e.identifier not in stored)
+    return {**turn.history, "summarized": turn.history["summarized"] + folded}
+
+
 def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
     return {
         "provider_id": turn.provider.id if turn.provider else None,
@@ -111,7 +122,7 @@ def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
         "model": turn.model.name if turn.model else None,
         **result.to_dict(),
         "calibration": turn.counting.report(turn.profile) if turn.counting else None,
-        "history": turn.history,
+        "history": history_counts(turn, result),
     }
 
 

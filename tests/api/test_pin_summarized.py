@@ -90,3 +90,11 @@ async def test_a_bot_preview_without_a_chat_has_no_history_counts(service: Servi
     ids = await service.setup_chat()
     response = await service.http.post("/api/v2/context-preview", json={"bot_id": ids["bot"], "user_message": "hi"})
     assert response.status_code == 200 and response.json()["preview"]["history"] is None
+
+
+async def test_messages_the_summarize_strategy_folds_are_counted_with_the_stored_ones(service: Service) -> None:
+    ids = await service.setup_chat(context_window=1200, response_reserve=200, context_strategy="summarize")
+    await fill(service, ids["chat"], 16, words=20)
+    preview = await _preview(service, ids["chat"])
+    folded = [e["identifier"] for e in preview["entries"] if e["reason"] == "summarized"]
+    assert folded and preview["history"]["summarized"] == len(folded)

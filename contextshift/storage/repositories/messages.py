@@ -255,8 +255,9 @@ class MessageRepository:
         counts: dict[str, int] = {}
         for row in await self.session.scalars(query):
             names = [call.name for call in row_to_message(row).tool_calls]
-            if isinstance(row.content, list):
-                names += [str(p.get("name")) for p in row.content if isinstance(p, dict) and p.get("type") == "tool_use"]
+            if isinstance(row.content, list):  # Anthropic tool_use parts stay in the content
+                parts = [p for p in row.content if isinstance(p, dict) and p.get("type") == "tool_use"]
+                names += [str(p.get("name")) for p in parts]
             for name in names:
                 counts[name] = counts.get(name, 0) + 1
         return counts
