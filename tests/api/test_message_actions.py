@@ -162,16 +162,16 @@ async def test_search_finds_own_chats_by_title_and_by_stemmed_content(service: S
     said = await service.post(
         f"/api/v2/chats/{ids['chat']}/messages", {"role": "user", "content": "The zebra crossing was closed today"}
     )
-    found = (await service.http.get("/api/v2/chats/search", params={"q": "LISBON"})).json()["results"]
+    found = (await service.http.get("/api/v2/search/chats", params={"q": "LISBON"})).json()["results"]
     assert [(r["chat"]["id"], r["message"]) for r in found] == [(titled["chat"]["id"], None)]
-    found = (await service.http.get("/api/v2/chats/search", params={"q": "zebras closed"})).json()["results"]
+    found = (await service.http.get("/api/v2/search/chats", params={"q": "zebras closed"})).json()["results"]
     assert [r["chat"]["id"] for r in found] == [ids["chat"]]
     assert found[0]["message"]["id"] == said["message"]["id"] and "zebra crossing" in found[0]["message"]["excerpt"]
-    assert (await service.http.get("/api/v2/chats/search", params={"q": "zebra giraffe"})).json()["results"] == []
-    theirs = (await other_user.http.get("/api/v2/chats/search", params={"q": "zebra"})).json()["results"]
+    assert (await service.http.get("/api/v2/search/chats", params={"q": "zebra giraffe"})).json()["results"] == []
+    theirs = (await other_user.http.get("/api/v2/search/chats", params={"q": "zebra"})).json()["results"]
     assert theirs == []
     for params in ({"q": ""}, {}, {"q": "x" * 201}, {"q": "a", "limit": 0}):
-        response = await service.http.get("/api/v2/chats/search", params=params)
+        response = await service.http.get("/api/v2/search/chats", params=params)
         assert response.status_code == 422 and response.json()["error"]["code"] == "VALIDATION"
 
 

@@ -89,7 +89,7 @@ def _excerpt(row: Any, query: str) -> str:
     return ("…" if start else "") + cut + ("…" if start + EXCERPT_CHARS < len(text) else "")
 
 
-@router.get("/chats/search", response_model=ChatSearchOut)
+@router.get("/search/chats", response_model=ChatSearchOut)
 async def search_chats(
     principal: Caller,
     repos: Repos,

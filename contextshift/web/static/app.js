@@ -149,7 +149,7 @@ async function runSearch() {
     return;
   }
   try {
-    const { results } = await get(`/chats/search?q=${encodeURIComponent(query)}`);
+    const { results } = await get(`/search/chats?q=${encodeURIComponent(query)}`);
     if (serial !== search.serial) return;
     search.results = results;
     search.error = null;

@@ -2,12 +2,13 @@
 // streaming replies with a stop button, and the side panel (session status, prompt view).
 
 import { del, generate, get, optional, patch, post } from "./api.js";
-import { badge, debounce, h, num, replace, shorten, tabs, toast } from "./dom.js";
+import { badge, debounce, h, replace, tabs, toast } from "./dom.js";
 import { chatTitle, modelLabel } from "./store.js";
 import { errorWords } from "./words.js";
 import { promptView, renderStatus } from "./inspector.js";
-import { marksOf, promptCounts, summarizedRuns } from "./marks.js";
-import { messageEl, plainText } from "./message.js";
+import { chatHistory } from "./history.js";
+import { contextMeter } from "./meter.js";
+import { plainText } from "./message.js";
 import { markdown } from "./markdown.js";
 
 const PREVIEW_DELAY = 400;
@@ -43,9 +44,6 @@ export async function chatView(main, [chatId], { store, go }) {
     notice: null,
     disposed: false,
     promptMode: "audit",
-    ui: new Map(), // per message: {editing, confirm, draft}
-    expanded: new Set(), // summarized runs shown in full, by their first message id
-    focusAfter: null, // where focus goes after the next history render
   };
   const timers = new Set();
   const later = (fn, ms) => {
@@ -66,16 +64,7 @@ export async function chatView(main, [chatId], { store, go }) {
   });
   const sendButton = h("button.primary#send", { type: "submit" }, "Send");
   const stopButton = h("button.danger#stop", { type: "button", hidden: true, onclick: () => stop() }, "Stop");
-  const meterFill = h("div.bar-fill");
-  const meterBar = h("div.bar.low#context-meter", { role: "meter", "aria-label": "Context used by the next prompt", "aria-valuemin": 0 }, meterFill);
-  const meterText = h("span.meter-text", "…");
-  const meterFacts = h("span.meter-facts");
-  const meterBox = h(
-    "div.meter-box",
-    { "aria-live": "off" },
-    h("div.bar-wrap", meterBar),
-    h("div.meter-line", meterText, meterFacts, h("button.link.small", { type: "button", onclick: () => openInspector("prompt", "preview") }, "Next prompt")),
-  );
+  const meter = contextMeter({ onOpen: () => openInspector("prompt", "preview") });
   const commandHint = h("ul.command-hint", { hidden: true, "aria-label": "Slash commands" }, COMMANDS.map(([c, d]) => h("li", h("code", c), ` — ${d}`)));
   const form = h(
     "form.composer",
@@ -85,7 +74,7 @@ export async function chatView(main, [chatId], { store, go }) {
     composer,
     h(
       "div.composer-row",
-      meterBox,
+      meter.el,
       h("div.composer-buttons", stopButton, sendButton),
     ),
     h("p.hint#composer-hint", "Enter sends, Shift+Enter adds a line. Commands: /compact, /compact run, /status."),
@@ -235,11 +224,7 @@ export async function chatView(main, [chatId], { store, go }) {
     refreshAll: () => refreshAll(),
     messageById: (id) => st.messages.find((m) => m.id === id) || null,
     focusMessage: (id) => {
-      const run = [...summarizedRuns(st.messages, marksOf(st.preview, st.messages).marks).values()].find((ids) => ids.includes(id));
-      if (run && !st.expanded.has(run[0])) {
-        st.expanded.add(run[0]);
-        renderHistory({ keepScroll: true });
-      }
+      historyView.reveal(id);
       const el = document.getElementById(`msg-${id}`);
       if (!el) return;
       if (window.matchMedia("(max-width: 1099px)").matches) view.classList.remove("inspector-open");
@@ -251,156 +236,11 @@ export async function chatView(main, [chatId], { store, go }) {
   };
 
   // -- rendering ---------------------------------------------------------------------------------------------
-  const uiOf = (id) => {
-    if (!st.ui.has(id)) st.ui.set(id, { editing: false, confirm: false, draft: null });
-    return st.ui.get(id);
-  };
   const newest = () => st.messages[st.messages.length - 1] || null;
-
-  function summaryCard(summary) {
-    const covered = summary.covers || [];
-    return h(
-      "div.summary-card",
-      { dataset: { summaryId: summary.id }, role: "note", "aria-label": `Summary of ${covered.length} messages` },
-      h("div.summary-head", badge("summary", "sum"), ` stands for ${covered.length} message${covered.length === 1 ? "" : "s"} (greyed out below, pinned ones are sent raw)`),
-      h("details", h("summary", shorten(summary.content, 160)), h("p.pre", summary.content)),
-    );
-  }
-
-  function runToggle(ids, open) {
-    return h(
-      "div.summarized-run",
-      h(
-        "button.small.link",
-        {
-          type: "button",
-          "aria-expanded": String(open),
-          dataset: { action: "toggle-run", run: ids[0] },
-          onclick: () => {
-            if (open) st.expanded.delete(ids[0]);
-            else st.expanded.add(ids[0]);
-            st.focusAfter = { selector: `[data-action="toggle-run"][data-run="${CSS.escape(ids[0])}"]` };
-            renderHistory({ keepScroll: true });
-          },
-        },
-        open ? `Hide ${ids.length} summarized messages` : `Show ${ids.length} summarized messages`,
-      ),
-    );
-  }
-
-  /** Where focus was inside the history, to put it back on the same control after a re-render. */
-  function focusedControl() {
-    const active = document.activeElement;
-    if (!active || !history.contains(active)) return null;
-    const article = active.closest("article.msg");
-    if (active.dataset.action) {
-      if (active.dataset.run) return { selector: `[data-action="toggle-run"][data-run="${CSS.escape(active.dataset.run)}"]` };
-      if (article) return { id: article.dataset.messageId, action: active.dataset.action };
-    }
-    if (active.classList.contains("edit-text") && article) return { id: article.dataset.messageId, selector: ".edit-text" };
-    if (article) return { id: article.dataset.messageId };
-    return null;
-  }
-  function restoreFocus(target) {
-    if (!target) return;
-    let el = null;
-    const scope = target.id ? document.getElementById(`msg-${target.id}`) : history;
-    if (scope && target.action) el = scope.querySelector(`[data-action="${target.action}"]`);
-    if (!el && scope && target.selector) el = scope.querySelector(target.selector);
-    if (!el && scope && target.id) el = scope;
-    if (!el && target.fallback) el = target.fallback;
-    el?.focus({ preventScroll: true });
-  }
-
-  function renderHistory({ keepScroll = false, prepended = false } = {}) {
-    if (st.disposed) return;
-    const focusTarget = st.focusAfter || focusedControl();
-    st.focusAfter = null;
-    const atBottom = history.scrollHeight - history.scrollTop - history.clientHeight < 80;
-    const previousHeight = history.scrollHeight;
-    const previousTop = history.scrollTop;
-    const { marks, boundary } = marksOf(st.preview, st.messages);
-    const runs = summarizedRuns(st.messages, marks);
-    const hidden = new Set();
-    const nodes = [];
-    if (st.hasMore) nodes.push(h("div.older", h("button.small", { type: "button", onclick: () => loadOlder() }, "Load older messages")));
-    if (!st.messages.length && !st.streaming)
-      nodes.push(
-        h(
-          "div.empty-chat",
-          h("p", "No messages yet. Say hello below."),
-          st.model ? null : h("p.muted", "This bot has no chat model: the meter and prompt preview work, but sending needs a model. Set one in the bot's settings."),
-        ),
-      );
-    const summaryAt = new Map();
-    for (const summary of st.summaries) {
-      const first = st.messages.find((m) => (summary.covers || []).includes(m.id));
-      if (first) summaryAt.set(first.id, [...(summaryAt.get(first.id) || []), summary]);
-    }
-    const replaced = st.streaming?.replaces;
-    for (const m of st.messages) {
-      for (const summary of summaryAt.get(m.id) || []) nodes.push(summaryCard(summary));
-      const run = runs.get(m.id);
-      if (run) {
-        const open = st.expanded.has(m.id);
-        nodes.push(runToggle(run, open));
-        if (!open) run.forEach((id) => hidden.add(id));
-      }
-      if (hidden.has(m.id) || m.id === replaced) continue;
-      if (boundary === m.id) {
-        nodes.push(h("div.boundary", { role: "separator", "aria-label": "Start of the next prompt" }, h("span", "▼ The next prompt would start here (preview)")));
-      }
-      nodes.push(messageEl(m, { mark: marks.get(m.id), kind: "preview", ui: uiOf(m.id), act: actions }));
-    }
-    if (st.streaming) {
-      if (st.streaming.user) nodes.push(messageEl(st.streaming.user, { mark: null, kind: "preview", ui: {}, act: actions }));
-      nodes.push(st.streaming.el);
-    }
-    if (st.notice) nodes.push(st.notice);
-    replace(history, nodes);
-    if (keepScroll) history.scrollTop = previousTop + (prepended ? history.scrollHeight - previousHeight : 0);
-    if (!keepScroll || atBottom) history.scrollTop = history.scrollHeight;
-    restoreFocus(focusTarget);
-  }
-
-  function renderMeter() {
-    const p = st.preview;
-    const error = st.previewError;
-    if (error) {
-      meterBar.className = "bar high";
-      meterFill.style.width = "100%";
-      if (error.code === "TOKEN_BUDGET_EXCEEDED") {
-        const params = error.params || {};
-        meterText.textContent = `Over budget: ${num(params.prompt_tokens)} protected tokens, budget ${num(params.budget ?? params.context_limit - params.response_reserve)}`;
-      } else meterText.textContent = `Preview unavailable: ${error.message}`;
-      meterFacts.textContent = "";
-      return;
-    }
-    if (!p) return;
-    const budget = p.budget.context_limit - p.budget.response_reserve;
-    const used = p.budget.prompt_tokens;
-    const ratio = budget > 0 ? Math.min(1, used / budget) : 1;
-    meterBar.className = `bar ${ratio >= 0.95 ? "high" : ratio >= 0.8 ? "mid" : "low"}`;
-    meterFill.style.width = `${(ratio * 100).toFixed(1)}%`;
-    meterBar.setAttribute("aria-valuemax", String(Math.max(budget, 0)));
-    meterBar.setAttribute("aria-valuenow", String(used));
-    const counts = promptCounts(p);
-    const approx = p.tokenizer.approximate;
-    meterBar.setAttribute("aria-valuetext", `${num(used)} of ${num(budget)} tokens${approx ? " (approximate)" : ""}, ${counts.leftOut} left out, ${counts.summarized} summarized`);
-    replace(
-      meterText,
-      h("strong.meter-used", num(used)),
-      ` / ${num(budget)} tokens`,
-      approx ? [" ", approxBadge(p)] : [" ", badge(p.tokenizer.profile, "ok", { title: "Exact tokenizer" })],
-    );
-    replace(
-      meterFacts,
-      h("span.meter-excluded", { dataset: { count: counts.leftOut } }, `${counts.leftOut} left out`),
-      " · ",
-      h("span.meter-summarized", { dataset: { count: counts.summarized } }, `${counts.summarized} summarized`),
-      isCommand(composer.value) ? [" · ", h("span.muted", "command: answered by contextshift")] : null,
-    );
-  }
+  const renderHistory = (options) => {
+    if (!st.disposed) historyView.render(st, options);
+  };
+  const renderMeter = () => meter.render(st.preview, st.previewError, { command: isCommand(composer.value) });
 
   function renderPrompt() {
     if (st.disposed) return;
@@ -423,7 +263,7 @@ export async function chatView(main, [chatId], { store, go }) {
   async function change(m, body, focus) {
     try {
       await patch(`/chats/${chat.id}/messages/${m.id}`, body);
-      st.focusAfter = focus;
+      historyView.focusNext(focus);
       await refreshAll({ audit: false });
       return true;
     } catch (error) {
@@ -446,13 +286,13 @@ export async function chatView(main, [chatId], { store, go }) {
     exclude: (m, excluded) => change(m, { meta: { manualExcluded: excluded ? true : null } }, { id: m.id, action: "exclude" }),
     choose: (m, index) => change(m, { alternative: index }, { id: m.id, action: index > m.alternative ? "next-alternative" : "previous-alternative" }),
     askDelete(m) {
-      uiOf(m.id).confirm = true;
-      st.focusAfter = { id: m.id, action: "keep" };
+      historyView.state(m.id).confirm = true;
+      historyView.focusNext({ id: m.id, action: "keep" });
       renderHistory({ keepScroll: true });
     },
     keep(m) {
-      uiOf(m.id).confirm = false;
-      st.focusAfter = { id: m.id, action: "delete" };
+      historyView.state(m.id).confirm = false;
+      historyView.focusNext({ id: m.id, action: "delete" });
       renderHistory({ keepScroll: true });
     },
     async remove(m) {
@@ -460,8 +300,8 @@ export async function chatView(main, [chatId], { store, go }) {
       const neighbour = st.messages[at + 1] || st.messages[at - 1];
       try {
         await del(`/chats/${chat.id}/messages/${m.id}`);
-        st.ui.delete(m.id);
-        st.focusAfter = neighbour ? { id: neighbour.id, action: "delete", fallback: composer } : { fallback: composer };
+        historyView.forget(m.id);
+        historyView.focusNext(neighbour ? { id: neighbour.id, action: "delete", fallback: composer } : { fallback: composer });
         await refreshAll({ audit: false });
         toast("Message deleted.");
       } catch (error) {
@@ -469,13 +309,13 @@ export async function chatView(main, [chatId], { store, go }) {
       }
     },
     startEdit(m) {
-      Object.assign(uiOf(m.id), { editing: true, draft: null });
-      st.focusAfter = { id: m.id, selector: ".edit-text" };
+      Object.assign(historyView.state(m.id), { editing: true, draft: null });
+      historyView.focusNext({ id: m.id, selector: ".edit-text" });
       renderHistory({ keepScroll: true });
     },
     cancelEdit(m) {
-      Object.assign(uiOf(m.id), { editing: false, draft: null });
-      st.focusAfter = { id: m.id, action: "edit" };
+      Object.assign(historyView.state(m.id), { editing: false, draft: null });
+      historyView.focusNext({ id: m.id, action: "edit" });
       renderHistory({ keepScroll: true });
     },
     async edit(m, text, again) {
@@ -484,9 +324,9 @@ export async function chatView(main, [chatId], { store, go }) {
         return;
       }
       const reply = again && !m.meta?.failed ? newest() : null;
-      Object.assign(uiOf(m.id), { editing: false, draft: null });
+      Object.assign(historyView.state(m.id), { editing: false, draft: null });
       if (!(await change(m, { content: text }, { id: m.id, action: "edit" }))) {
-        Object.assign(uiOf(m.id), { editing: true, draft: text });
+        Object.assign(historyView.state(m.id), { editing: true, draft: text });
         renderHistory({ keepScroll: true });
         return;
       }
@@ -505,6 +345,8 @@ export async function chatView(main, [chatId], { store, go }) {
       }
     },
   };
+  const historyView = chatHistory({ el: history, actions, loadOlder: () => loadOlder() });
+
   async function deleteChat() {
     const ok = window.confirm(`Delete the chat “${chatTitle(chat)}” and all its messages?`);
     if (!ok) return;
@@ -623,7 +465,7 @@ export async function chatView(main, [chatId], { store, go }) {
     later(() => refreshAll(), 2500);
     // Back to where the user was: the redone reply, or the composer.
     const active = document.activeElement;
-    if (target && document.getElementById(`msg-${target}`)) restoreFocus({ id: target, action: "regenerate" });
+    if (target && document.getElementById(`msg-${target}`)) historyView.focus({ id: target, action: "regenerate" });
     else if (!active || active === document.body || form.contains(active) || history.contains(active)) composer.focus();
   }
 
@@ -686,13 +528,4 @@ export async function chatView(main, [chatId], { store, go }) {
 /** Codes whose server message carries useful numbers (shown after the plain words). */
 function withDetail(code) {
   return code === "TOKEN_BUDGET_EXCEEDED";
-}
-
-/** The meter's badge for an approximate count: "≈ calibrated" once the provider's usage corrects it (T5). */
-function approxBadge(p) {
-  const c = p.calibration;
-  if (c && c.applied && c.calls > 0) {
-    return badge("≈ calibrated", "ok", { title: `${c.label}; margin ${(c.margin * 100).toFixed(1)}%`, dataset: { factor: c.factor } });
-  }
-  return badge("≈ approximate", "warn", { title: `Tokenizer ${p.tokenizer.profile} is an estimate (not calibrated yet)` });
 }
