@@ -291,7 +291,9 @@ def test_focus_after_the_delete_confirmation_goes_to_the_next_message(page: Any,
 def test_search_finds_chats_by_title_and_by_content(page: Any, app: App) -> None:
     ids = _chat(page, app)
     other = app.api("POST", "/chats", {"bot_id": ids["bot"], "title": "Lisbon trip"}, 201)["chat"]
-    app.api("POST", f"/chats/{ids['chat']}/messages", {"role": "user", "content": "The zebra crossing was closed"}, 201)
+    said = app.api(
+        "POST", f"/chats/{ids['chat']}/messages", {"role": "user", "content": "The zebra crossing was closed"}, 201
+    )
     page.goto(f"/#/chat/{ids['chat']}")
     search = page.get_by_label("Search chats by title and content")
     search.fill("lisbon")
@@ -305,7 +307,13 @@ def test_search_finds_chats_by_title_and_by_content(page: Any, app: App) -> None
     expect(search).to_be_focused()
     search.press("Escape")
     expect(page.locator(".search-results")).to_have_count(0)
-    assert other["id"]
+    # A content hit opens its chat on the message that matched.
+    page.goto(f"/#/chat/{other['id']}")
+    search = page.get_by_label("Search chats by title and content")
+    search.fill("zebra")
+    page.locator(".search-results .chat-link").click()
+    expect(page.locator(".chat-heading")).to_have_text("Long chat")
+    expect(page.locator(f"#msg-{said['message']['id']}")).to_be_focused()
 
 
 def test_status_lists_stored_tool_calls_and_prompt_view_subtotals(page: Any, app: App) -> None:

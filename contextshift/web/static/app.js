@@ -186,7 +186,12 @@ function searchResults() {
         "li.chat-item",
         h(
           "a.chat-link",
-          { href: `#/chat/${chat.id}`, dataset: { chatId: chat.id, messageId: message?.id || "" } },
+          {
+            href: `#/chat/${chat.id}`,
+            dataset: { chatId: chat.id, messageId: message?.id || "" },
+            // The chat opens on the message that matched (when it is among the loaded ones).
+            onclick: () => (store.pendingFocus = message ? { chatId: chat.id, messageId: message.id } : null),
+          },
           h("span.chat-title", chatTitle(chat)),
           h("span.chat-sub", message ? h("span.search-excerpt", `#${message.seq}: ${message.excerpt}`) : "title matches"),
         ),

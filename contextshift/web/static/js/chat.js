@@ -513,7 +513,10 @@ export async function chatView(main, [chatId], { store, go }) {
   renderMeter();
   renderHistory();
   renderPrompt();
-  composer.focus();
+  const found = store.pendingFocus;
+  store.pendingFocus = null;
+  if (found?.chatId === chat.id && ctx.messageById(found.messageId)) ctx.focusMessage(found.messageId);
+  else composer.focus();
 
   return () => {
     st.disposed = true;
