@@ -357,7 +357,7 @@ JOB_STATUSES = ("queued", "running", "succeeded", "failed")
 #: An attempt's ``interrupted``: its instance died during it (N5).
 ATTEMPT_STATUSES = ("running", "ok", "error", "interrupted")
 INSTANCE_ROLES = ("api", "api+jobs", "worker")
-#: On PostgreSQL the job engine's own tables (procrastinate's schema, applied by migration 0013) start with this.
+#: On PostgreSQL the job engine's own tables (procrastinate's schema, applied by migration 0014) start with this.
 ENGINE_TABLE_PREFIX = "procrastinate_"
 
 

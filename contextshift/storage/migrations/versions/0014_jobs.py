@@ -1,8 +1,8 @@
 """Background jobs (V8): the embedded runner's ``jobs``, every runner's ``job_attempts``, instance roles, and on
 PostgreSQL the job engine's schema (procrastinate). Pending compaction jobs move to the new queue.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2027-01-10
 """
 
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.util import await_only
 
-revision: str = "0013"
-down_revision: str | None = "0012"
+revision: str = "0014"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
