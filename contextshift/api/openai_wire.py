@@ -65,9 +65,12 @@ def _positive(body: Mapping[str, Any], key: str) -> int | None:
     return value
 
 
-def read_call(body: Any, *, user_id: str) -> tuple[ProxyCall, bool, dict[str, Any]]:
+def read_call(
+    body: Any, *, user_id: str, messages_json: list[str] | None = None, clean: bool = False
+) -> tuple[ProxyCall, bool, dict[str, Any]]:
     """The :class:`ProxyCall` of a Chat Completions body, whether usage was asked for in the stream, and the
-    ``contextshift`` extension object (``extra_body={"contextshift": {...}}``)."""
+    ``contextshift`` extension object (``extra_body={"contextshift": {...}}``). ``messages_json``: each
+    message's JSON text as sent (see ``jsonspans``); ``clean``: the body holds no NUL."""
     if not isinstance(body, Mapping):
         raise invalid_request("The request body must be a JSON object.")
     model = body.get("model")
@@ -108,6 +111,8 @@ def read_call(body: Any, *, user_id: str) -> tuple[ProxyCall, bool, dict[str, An
         tools=[dict(t) for t in tools] if tools else None,
         options={k: v for k, v in body.items() if k not in _OWN_FIELDS},
         user_id=user_id,
+        messages_json=messages_json if messages_json is not None and len(messages_json) == len(messages) else None,
+        clean=clean,
     )
     return call, include_usage, dict(extension)
 

@@ -9,7 +9,6 @@ its audit, ``GET /api/v2/proxy-audits/{id}``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from ...providers import Finished, TextDelta
 from ...providers.base import ChatResult, StreamEvent
 from ...service.errors import ServiceError
 from ...service.proxy import ContextTooLong, ProxyService, UpstreamFailed, invalid_request
+from .. import jsonspans
 from .. import openai_sessions as sessions
 from .. import openai_wire as wire
 from ..auth import Caller
@@ -108,10 +108,11 @@ def proxy_service(request: Request) -> ProxyService:
     return service
 
 
-async def _body(request: Request) -> Any:
+async def _body(request: Request) -> tuple[jsonspans.Parsed, bool]:
+    """The parsed body (with each message's JSON text), and whether it is free of NUL characters."""
     raw = await request.body()
     try:
-        return json.loads(raw)
+        return jsonspans.parse(raw), b"\\u0000" not in raw
     except ValueError:
         raise invalid_request("The request body is not valid JSON.") from None
 
@@ -148,7 +149,10 @@ async def list_models(request: Request) -> dict[str, Any]:
 async def chat_completions(request: Request, principal: Caller) -> Response:
     service = proxy_service(request)
     try:
-        call, include_usage, extension = wire.read_call(await _body(request), user_id=principal.user_id)
+        parsed, clean = await _body(request)
+        call, include_usage, extension = wire.read_call(
+            parsed.value, user_id=principal.user_id, messages_json=parsed.messages_json, clean=clean
+        )
         if extension.get("chat_id") is not None:
             return await sessions.answer(
                 service, request.app.state.generations, call, extension["chat_id"], include_usage, principal
@@ -158,21 +162,26 @@ async def chat_completions(request: Request, principal: Caller) -> Response:
         return wire.service_error(error, wire.visibility(error.audit_id, 0))
     except ServiceError as error:
         return wire.service_error(error)
-    headers = wire.visibility(prepared.audit_id, prepared.excluded)
     if not call.stream:
         try:
             reply = await service.complete(prepared)
         except UpstreamFailed as failed:
-            return wire.provider_response(failed.error, headers)
-        return JSONResponse(wire.completion(reply, audit_id=prepared.audit_id, model=call.model), headers=headers)
+            return wire.provider_response(failed.error, wire.visibility(prepared.audit_id, prepared.excluded))
+        except ContextTooLong as error:  # still too long after a rejection and a refit
+            return wire.service_error(error, wire.visibility(error.audit_id, 0))
+        answer = wire.completion(reply, audit_id=prepared.audit_id, model=call.model)
+        return JSONResponse(answer, headers=wire.visibility(prepared.audit_id, prepared.excluded))
 
     events = service.stream(prepared)
     try:
         first = await anext(events)  # the provider's status is known before our own response starts
     except UpstreamFailed as failed:
-        return wire.provider_response(failed.error, headers)
+        return wire.provider_response(failed.error, wire.visibility(prepared.audit_id, prepared.excluded))
+    except ContextTooLong as error:
+        return wire.service_error(error, wire.visibility(error.audit_id, 0))
     except StopAsyncIteration:
         first = None
+    headers = wire.visibility(prepared.audit_id, prepared.excluded)  # after a refit, if there was one
     chunks = wire.Chunks(audit_id=prepared.audit_id, model=call.model, include_usage=include_usage)
     return StreamingResponse(
         _stream(chunks, first, events),
