@@ -708,3 +708,68 @@ async def test_kept_messages_reach_the_provider_byte_for_byte(service: Service) 
         if n != 1:
             assert texts[n] in forwarded  # each kept message as its own text, layout and escapes and all
     assert all(texts[n] not in forwarded for n in range(len(messages)) if n not in kept)
+
+
+# -- refusals decided before the route, in OpenAI's shape -----------------------------------------------
+
+
+def assert_openai_shape(response: httpx.Response, code: str) -> None:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "code", "param"}
+    assert body["error"]["code"] == code and body["error"]["message"]
+
+
+async def test_middleware_refusals_on_v1_are_openai_errors_the_sdk_raises(service: Service) -> None:
+    await setup_model(service)
+    hi = [{"role": "user", "content": "x"}]
+    foreign_host = openai.OpenAI(
+        base_url=f"{service.url}/v1", api_key=service.token, max_retries=0, default_headers={"Host": "evil.example"}
+    )
+    with pytest.raises(openai.BadRequestError) as host:
+        foreign_host.chat.completions.create(model="gpt-4o", messages=hi)  # type: ignore[arg-type]
+    assert_openai_shape(host.value.response, "host_not_allowed")
+    assert host.value.response.headers["x-frame-options"] == "DENY"  # the guard's headers are kept
+    with pytest.raises(openai.PermissionDeniedError) as origin:
+        sync_client(service).chat.completions.create(
+            model="gpt-4o",
+            messages=hi,  # type: ignore[arg-type]
+            extra_headers={"Origin": "http://evil.example"},
+        )
+    assert_openai_shape(origin.value.response, "origin_not_allowed")
+    with pytest.raises(openai.APIStatusError) as media:
+        sync_client(service).chat.completions.create(
+            model="gpt-4o",
+            messages=hi,  # type: ignore[arg-type]
+            extra_headers={"Content-Type": "text/plain"},
+        )
+    assert media.value.status_code == 415
+    assert_openai_shape(media.value.response, "unsupported_media_type")
+    with pytest.raises(openai.NotFoundError) as route:
+        sync_client(service).get("/no-such-route", cast_to=object)
+    assert_openai_shape(route.value.response, "not_found")
+    async with service.client() as anonymous:  # no token at all
+        refused = await anonymous.get("/v1/models")
+    assert refused.status_code == 401
+    assert_openai_shape(refused, "invalid_api_key")
+    assert refused.headers["www-authenticate"] == 'Bearer realm="contextshift"'
+    assert service.fake.requests == []
+
+
+async def test_the_body_limit_on_v1_is_a_413_the_sdk_raises_with_the_limit(
+    backend: Backend, fake_provider: FakeProvider
+) -> None:
+    app = create_app(
+        database=backend.database(), client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN, max_body_bytes=2000
+    )
+    with Server(app) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
+            service = Service(url, http, fake_provider, backend)
+            await setup_model(service)
+            with pytest.raises(openai.APIStatusError) as caught:
+                sync_client(service).chat.completions.create(
+                    model="gpt-4o", messages=[{"role": "user", "content": "long " * 1000}]
+                )
+    assert caught.value.status_code == 413
+    assert_openai_shape(caught.value.response, "payload_too_large")
+    assert "limit of 2000 bytes" in caught.value.message
+    assert fake_provider.requests == []
