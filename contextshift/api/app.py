@@ -33,7 +33,18 @@ from .errors import error_responses, install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
 from .limits import RequestLimits, max_body_bytes_from_env
 from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
-from .routes import bots, catalog, chats, compaction, examples, generation, openai_compat, proxy_audits, users
+from .routes import (
+    anthropic_compat,
+    bots,
+    catalog,
+    chats,
+    compaction,
+    examples,
+    generation,
+    openai_compat,
+    proxy_audits,
+    users,
+)
 
 API_PREFIX = "/api/v2"
 #: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
@@ -145,6 +156,7 @@ def create_app(
         api.include_router(module.router)
     app.include_router(api, prefix=API_PREFIX)
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
+    app.include_router(anthropic_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(browser.router)
 
     # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)

@@ -147,6 +147,7 @@ class ContextTooLong(ServiceError):
         )
         self.audit_id = audit_id
         self.window = window
+        self.reserve = reserve
         self.needed = needed
 
 
@@ -187,6 +188,8 @@ class ProxyCall:
     #: The request body holds no NUL character (then the audit need not be searched for one).
     clean: bool = False
     dialect: str = fit.OPENAI
+    #: OpenAI's ``stream_options.include_usage``: a stream ends with a usage chunk.
+    include_usage: bool = False
     #: Anthropic's top-level ``system`` (a string or text blocks).
     system: Any = None
 
