@@ -178,6 +178,25 @@ class ProviderOut(BaseModel):
     created_at: datetime
 
 
+def _registered_strategy(value: str) -> str:
+    if value not in default_registry:
+        raise ValueError(f"{value!r} is not a registered strategy ({', '.join(default_registry.names())})")
+    return value
+
+
+#: V7: a model's strategy for the compatible endpoints (null: truncate, unless the request names one).
+ModelStrategy = Annotated[
+    Text,
+    Field(
+        max_length=128,
+        description="The strategy /v1/chat/completions and /v1/messages fit this model's requests with when a "
+        "request names none (default truncate)",
+        json_schema_extra={"enum": default_registry.names()},
+    ),
+    AfterValidator(_registered_strategy),
+]
+
+
 class ModelCreate(Strict):
     provider_id: Ident
     name: Required = Name
@@ -186,18 +205,7 @@ class ModelCreate(Strict):
     max_output_tokens: TokenCount | None = None
     enabled: bool = True
     tokenizer: Text | None = Field(default=None, max_length=200)
-    context_strategy: Text | None = Field(
-        default=None,
-        max_length=128,
-        description="The strategy /v1/chat/completions and /v1/messages fit this model's requests with when a "
-        "request names none (default truncate)",
-        json_schema_extra={"enum": [*default_registry.names(), None]},
-    )
-
-    @field_validator("context_strategy")
-    @classmethod
-    def _strategy(cls, value: Text | None) -> str | None:
-        return _registered_strategy(value)
+    context_strategy: ModelStrategy | None = None
 
 
 class ModelPatch(Strict):
@@ -210,24 +218,7 @@ class ModelPatch(Strict):
     max_output_tokens: TokenCount | None = None
     enabled: bool | None = None
     tokenizer: Text | None = Field(default=None, max_length=200)
-    context_strategy: Text | None = Field(
-        default=None,
-        max_length=128,
-        description="The strategy /v1/chat/completions and /v1/messages fit this model's requests with when a "
-        "request names none (default truncate)",
-        json_schema_extra={"enum": [*default_registry.names(), None]},
-    )
-
-    @field_validator("context_strategy")
-    @classmethod
-    def _strategy(cls, value: Text | None) -> str | None:
-        return _registered_strategy(value)
-
-
-def _registered_strategy(value: str | None) -> str | None:
-    if value is not None and value not in default_registry:
-        raise ValueError(f"{value!r} is not a registered strategy ({', '.join(default_registry.names())})")
-    return value
+    context_strategy: ModelStrategy | None = None
 
 
 class ModelOut(BaseModel):
