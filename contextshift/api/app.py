@@ -27,6 +27,7 @@ from ..web import mount_web
 from . import browser
 from .auth import AuthMiddleware, caller
 from .browser import CsrfGuard, TokenLogin, csrf_options
+from .compat_errors import CompatErrors
 from .created import link_created
 from .errors import error_responses, install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
@@ -34,6 +35,7 @@ from .health import install_health
 from .limits import RequestLimits, max_body_bytes_from_env
 from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
 from .routes import (
+    anthropic_compat,
     bots,
     catalog,
     chats,
@@ -142,13 +144,14 @@ def create_app(
         os.environ.get(STORAGE_ENV) or DEFAULT_STORAGE,
     )
     install_error_handlers(app)
-    # Outermost last: Host/Origin/body type and the security headers, the body limit, the token login
-    # (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.
+    # Outermost last: /v1's error shapes, Host/Origin/body type and the security headers, the body limit, the
+    # token login (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.
     app.add_middleware(AuthMiddleware)
     app.add_middleware(CsrfGuard, **csrf_options(derived_secret(key, "csrf")))
     app.add_middleware(TokenLogin)
     app.add_middleware(RequestLimits, max_body_bytes=limit)  # nothing behind it runs for an oversized body
     app.add_middleware(RequestGuard, extra_hosts=hosts, bound_host=bound_host)
+    app.add_middleware(CompatErrors)  # /v1's refusals, wherever decided, in the shape its SDKs read
     browser.quiet_tokens_in_access_log()
     # every API operation can refuse a request (400, 415, 422), an oversized body (413), a caller (401, 403, 429)
     api = APIRouter(
@@ -158,6 +161,7 @@ def create_app(
         api.include_router(module.router)
     app.include_router(api, prefix=API_PREFIX)
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
+    app.include_router(anthropic_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(browser.router)
 
     install_health(app)

@@ -1,6 +1,6 @@
 """The job engine on PostgreSQL (V8): procrastinate runs the job definitions of ``definitions``.
 
-procrastinate keeps its jobs in its own tables in the service's database (migration 0014 applies its schema) and
+procrastinate keeps its jobs in its own tables in the service's database (migration 0015 applies its schema) and
 brings what a hand-made queue lacked:
 
 - ``lock`` and ``queueing_lock`` per chat: one pass of a chat runs at a time and at most one more waits, held by

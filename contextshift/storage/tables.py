@@ -112,6 +112,8 @@ class ModelRow(Base):
     max_output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
     tokenizer: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: V7: the strategy the compatible endpoints fit this model's requests with when a request names none.
+    context_strategy: Mapped[str | None] = mapped_column(String(100), nullable=True)
     created_at: Mapped[datetime] = _created()
 
 
@@ -357,7 +359,7 @@ JOB_STATUSES = ("queued", "running", "succeeded", "failed")
 #: An attempt's ``interrupted``: its instance died during it (N5).
 ATTEMPT_STATUSES = ("running", "ok", "error", "interrupted")
 INSTANCE_ROLES = ("api", "api+jobs", "worker")
-#: On PostgreSQL the job engine's own tables (procrastinate's schema, applied by migration 0014) start with this.
+#: On PostgreSQL the job engine's own tables (procrastinate's schema, applied by migration 0015) start with this.
 ENGINE_TABLE_PREFIX = "procrastinate_"
 
 

@@ -1,8 +1,8 @@
 """Background jobs (V8): the embedded runner's ``jobs``, every runner's ``job_attempts``, instance roles, and on
 PostgreSQL the job engine's schema (procrastinate). Pending compaction jobs move to the new queue.
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 Create Date: 2027-01-10
 """
 
@@ -14,8 +14,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.util import await_only
 
-revision: str = "0014"
-down_revision: str | None = "0013"
+revision: str = "0015"
+down_revision: str | None = "0014"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
