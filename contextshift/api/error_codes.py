@@ -47,10 +47,12 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     "PROXY_AUDIT_NOT_FOUND": ErrorCode(404, "No audit of the OpenAI-compatible endpoint with that id"),
     "TOKEN_NOT_FOUND": ErrorCode(404, "No token of yours with that id"),
     "USER_NOT_FOUND": ErrorCode(404, "No user with that id"),
-    # 405, 413, 415: what the HTTP layer refuses
+    # 405, 413, 415, 431, 501: what the HTTP layer refuses
     "METHOD_NOT_ALLOWED": ErrorCode(405, "The path does not take that method; Allow lists those it takes"),
     "PAYLOAD_TOO_LARGE": ErrorCode(413, "The body is over the size limit (params.limit, in bytes)"),
     "UNSUPPORTED_MEDIA_TYPE": ErrorCode(415, "A change whose body is not application/json"),
+    "REQUEST_HEADERS_TOO_LARGE": ErrorCode(431, "The request line and headers together are over the limit"),
+    "TRANSFER_ENCODING_NOT_IMPLEMENTED": ErrorCode(501, "A Transfer-Encoding other than chunked"),
     # 409: the current state forbids it
     "CHAT_BUSY": ErrorCode(409, "Another turn is still running in this chat; try again when it has finished"),
     "RETRY_NOT_POSSIBLE": ErrorCode(409, "retry_of names a message that is not a failed input of this chat"),

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..api.app import create_app
     from ..api.guard import allowed_hosts_from_env
+    from ..api.protocol import EnvelopeH11Protocol
     from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
@@ -76,5 +77,6 @@ def run(args: argparse.Namespace) -> int:
         allowed_hosts=[*allowed_hosts_from_env(), *args.allowed_host],
         bound_host=args.host,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    # h11 with uvicorn's own refusals of malformed HTTP in the error envelope (api/protocol.py)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=EnvelopeH11Protocol)
     return 0

@@ -346,6 +346,7 @@ def test_the_scan_sees_the_codes_of_each_kind_of_raise(raised: dict[str, list[Ra
     assert statuses("AUTH_REQUIRED") == {401}  # a ServiceError subclass called with literals
     assert 400 in statuses("HOST_NOT_ALLOWED") and 413 in statuses("PAYLOAD_TOO_LARGE")  # envelopes written out
     assert None in statuses("CSRF_FAILED")  # a literal envelope whose status is set elsewhere
+    assert statuses("REQUEST_HEADERS_TOO_LARGE") == {431}  # uvicorn's protocol refusals
     assert statuses("compaction.model_unavailable") == {422}
 
 
