@@ -28,15 +28,20 @@ from . import browser
 from .auth import AuthMiddleware, caller
 from .browser import CsrfGuard, TokenLogin, csrf_options
 from .created import link_created
-from .errors import error_responses, install_error_handlers
+from .errors import install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
 from .limits import RequestLimits, max_body_bytes_from_env
 from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
+from .refusals import add_refusals
 from .routes import bots, catalog, chats, compaction, examples, generation, openai_compat, proxy_audits, users
 
 API_PREFIX = "/api/v2"
 #: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
 API_DEPENDENCIES = [Depends(caller)]
+#: The routers under API_PREFIX.
+API_MODULES = (catalog, bots, chats, generation, compaction, users, proxy_audits, examples)
+#: Operations that answer without the database (no 503 DATABASE_BUSY).
+DATABASE_FREE = frozenset({"/healthz"})
 
 log = logging.getLogger("contextshift.api")
 
@@ -135,18 +140,19 @@ def create_app(
     app.add_middleware(RequestLimits, max_body_bytes=limit)  # nothing behind it runs for an oversized body
     app.add_middleware(RequestGuard, extra_hosts=hosts, bound_host=bound_host)
     browser.quiet_tokens_in_access_log()
-    # every API operation can refuse a request (400, 415, 422), an oversized body (413), a caller (401, 403, 429)
-    api = APIRouter(
-        dependencies=API_DEPENDENCIES, responses=error_responses(400, 401, 403, 404, 413, 415, 422, 429, 500)
-    )
-    for module in (catalog, bots, chats, generation, compaction, users, proxy_audits, examples):
+    # what every operation can answer before its route runs is added to the document by add_refusals, which
+    # reads the routes of these routers (under their prefix)
+    routers = [(API_PREFIX, module.router) for module in API_MODULES]
+    routers += [("", openai_compat.router), ("", browser.router)]
+    api = APIRouter(dependencies=API_DEPENDENCIES)
+    for module in API_MODULES:
         api.include_router(module.router)
     app.include_router(api, prefix=API_PREFIX)
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(browser.router)
 
-    # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)
-    @app.get("/healthz", response_model=Health, tags=["service"], responses=error_responses(400, 413, 500))
+    # open to all, yet behind the Host check (400) and the body limit (413, even on a GET); reads no table
+    @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> Health:
         return Health(status="ok", version=__version__, database=db.display_url)
 
@@ -154,7 +160,10 @@ def create_app(
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = link_created(plain_openapi())
+            routes = [(prefix, route) for prefix, router in routers for route in router.routes]
+            routes += [("", route) for route in app.router.routes]  # /healthz
+            document = add_refusals(plain_openapi(), routes, database_free=DATABASE_FREE)
+            app.openapi_schema = link_created(document)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -22,8 +22,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..service.errors import Refusal, ServiceError
 from ..storage import Database, Repositories
+from ..storage.database import DatabaseBusy
 from ..storage.types import utcnow
-from .errors import http_headers, http_status
+from .errors import error_response, http_headers, http_status
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
@@ -96,6 +97,11 @@ def protected(path: str) -> bool:
     return path in ("/api", "/v1") or path.startswith(PROTECTED_PREFIXES)
 
 
+def openai_shaped(path: str) -> bool:
+    """Whether a sign-in refusal (401, 429) on this path is answered in OpenAI's error shape, for its SDKs."""
+    return path == "/v1" or path.startswith("/v1/")
+
+
 class AuthMiddleware:
     """Signs in each request to a protected path (or answers 401); the principal goes to ``request.state``."""
 
@@ -112,7 +118,7 @@ class AuthMiddleware:
         except ServiceError as error:  # AUTH_REQUIRED, AUTH_INVALID, AUTH_RATE_LIMITED
             body: dict[str, Any] = {"error": {"code": error.code, "message": error.message, "params": error.params}}
             unauthenticated = error.kind is Refusal.UNAUTHENTICATED
-            if request.url.path == "/v1" or request.url.path.startswith("/v1/"):  # OpenAI's shape for its SDKs
+            if openai_shaped(request.url.path):
                 body = {
                     "error": {
                         "message": error.message,
@@ -123,6 +129,9 @@ class AuthMiddleware:
                 }
             response = JSONResponse(body, status_code=http_status(error), headers=http_headers(error))
             await response(scope, receive, send)
+            return
+        except DatabaseBusy as error:  # the token could not be looked up: 503, not the 500 of an escaped error
+            await error_response(error)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)

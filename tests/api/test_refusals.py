@@ -1,14 +1,19 @@
-"""What is refused before any route runs answers in the error envelope (V1): a real ``contextshift serve`` over
-real sockets.
+"""What is refused before any route runs answers in the error envelope and is documented on every operation (V1):
+a real ``contextshift serve`` over real sockets.
 
-uvicorn's own refusals of malformed HTTP (a bad ``Content-Length``, a request line or target that is not HTTP, a
-transfer coding it does not implement, a request line and headers over the limit) come in the envelope with a
-code of the document, not uvicorn's plain-text 400; the server goes on serving.
+- uvicorn's own refusals of malformed HTTP (a bad ``Content-Length``, a request line or target that is not HTTP,
+  a transfer coding it does not implement, a request line and headers over the limit) come in the envelope with
+  a code of the document, not uvicorn's plain-text 400; the server goes on serving.
+- Each refusal of the checks in front of the routes (a foreign ``Host``, no token, another site's ``Origin``, a
+  body that is not JSON, a body over the limit, a control character in the query) is sent to every operation of
+  the document, and must come back as a status that operation documents, in the envelope, with a documented code.
+  A new route is probed the day it lands.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,3 +131,59 @@ def test_a_malformed_header_holding_a_token_is_refused_without_repeating_it(
     assert status == 400 and envelope_code(headers, body, document) == "MALFORMED_REQUEST"
     assert secret.encode() not in body
     assert secret not in (Path(serve.log_path).read_text(errors="replace"))
+
+
+# -- every operation documents the refusals that come before its route ------------------------------------------
+
+
+def refusals(method: str, path: str) -> dict[str, tuple[dict[str, str], bytes]]:
+    """The requests each check in front of the routes refuses, for one operation: (headers, body)."""
+    signed_in = {"Host": "127.0.0.1", "Authorization": f"Bearer {ADMIN_TOKEN}"}
+    cases: dict[str, tuple[dict[str, str], bytes]] = {
+        "a foreign Host": ({**signed_in, "Host": "evil.example"}, b""),
+        "a body over the limit": ({**signed_in, "Content-Length": str(64 * 1024 * 1024)}, b""),
+        "a control character in the query": (signed_in, b""),
+    }
+    if path.startswith(("/api/", "/v1/")):
+        cases["no token"] = ({"Host": "127.0.0.1"}, b"")
+        cases["a wrong token"] = ({"Host": "127.0.0.1", "Authorization": "Bearer cs_wrong"}, b"")
+    if method not in SAFE:
+        cases["another site's Origin"] = ({**signed_in, "Origin": "http://evil.example"}, b"{}")
+        cases["a body that is not JSON"] = ({**signed_in, "Content-Type": "text/plain"}, b"x")
+    return cases
+
+
+def raw_request(method: str, template: str, case: str, headers: dict[str, str], body: bytes) -> bytes:
+    target = re.sub(r"\{[^}]+\}", "no-such-id", template) + ("?q=%01" if "control character" in case else "")
+    lines = [f"{method.upper()} {target} HTTP/1.1", "Connection: close", *(f"{k}: {v}" for k, v in headers.items())]
+    if body:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def test_every_operation_documents_each_refusal_that_comes_before_its_route(
+    serve: ServeProcess, document: dict[str, Any]
+) -> None:
+    codes = document["components"]["schemas"]["ErrorBody"]["properties"]["code"]["enum"]
+    wrong: list[str] = []
+    probed = 0
+    for template, item in document["paths"].items():
+        for method, operation in ((m, item[m]) for m in OPERATIONS if m in item):
+            for case, (headers, body) in refusals(method, template).items():
+                status, answer_headers, answer = exchange(serve, raw_request(method, template, case, headers, body))
+                probed += 1
+                where = f"{method.upper()} {template}, {case}: {status}"
+                documented = operation["responses"].get(str(status))
+                schema = (documented or {}).get("content", {}).get("application/json", {}).get("schema", {})
+                if documented is None:
+                    wrong.append(f"{where} is not among its documented responses")
+                elif template.startswith("/v1/") and status in (401, 429):
+                    continue  # the sign-in answers in OpenAI's shape there, as documented
+                elif schema != ENVELOPE and ENVELOPE not in schema.get("anyOf", ()):
+                    wrong.append(f"{where} is not documented as the error envelope")
+                elif json.loads(answer)["error"]["code"] not in codes:
+                    wrong.append(f"{where} carries {json.loads(answer)['error']['code']}, not a documented code")
+                elif {h.lower() for h in documented.get("headers", {})} - set(answer_headers):
+                    wrong.append(f"{where} lacks a header it documents")
+    assert probed > 200
+    assert not wrong, "\n".join(wrong)

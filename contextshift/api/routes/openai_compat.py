@@ -24,7 +24,6 @@ from ...service.proxy import ContextTooLong, ProxyService, UpstreamFailed, inval
 from .. import openai_sessions as sessions
 from .. import openai_wire as wire
 from ..auth import Caller
-from ..errors import error_responses
 
 
 class OpenAIErrorBody(BaseModel):
@@ -46,7 +45,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "invalid_api_key",
         404: "model_not_found",
         413: "The request body is too large",
-        429: "The provider's rate limit, passed through with Retry-After",
+        429: "rate_limit_exceeded: too many failed sign-ins, or the provider's rate limit; with Retry-After",
         502: "The provider failed or answered something unreadable",
         503: "The provider is unavailable",
         504: "The provider timed out",
@@ -119,8 +118,9 @@ async def _body(request: Request) -> Any:
 @router.get(
     "/models",
     summary="The models a caller may name, in OpenAI's list shape",
-    # the body limit answers before the endpoint (and in contextshift's envelope), even on a GET
-    responses={**_errors(401), **error_responses(413)},
+    # the sign-in's refusals in OpenAI's shape; those of the checks before it (the body limit, even on a GET) are
+    # added in contextshift's envelope with the other operations' (api/refusals.py)
+    responses=_errors(401, 429),
 )
 async def list_models(request: Request) -> dict[str, Any]:
     models = await proxy_service(request).models()
