@@ -151,11 +151,22 @@ def test_healthz_and_the_openai_model_list_document_the_refusals_that_precede_th
         assert json.loads(body)["error"]["code"] == "PAYLOAD_TOO_LARGE"
 
 
-def test_each_create_links_to_the_get_update_and_delete_of_what_it_made(document: dict[str, Any]) -> None:
+def test_each_create_links_to_every_operation_on_what_it_made(document: dict[str, Any]) -> None:
     links = document["paths"]["/api/v2/bots"]["post"]["responses"]["201"]["links"]
     assert {name: link["parameters"] for name, link in links.items()} == {
-        f"{method}_bot": {"bot_id": "$response.body#/bot/id"} for method in ("get", "patch", "delete")
+        name: {"bot_id": "$response.body#/bot/id"}
+        for name in (
+            "get_bot",
+            "patch_bot",
+            "delete_bot",
+            "get_bot_memories",
+            "post_bot_memories",
+            "get_bot_compaction_models",
+            "get_bot_compaction_logs",
+        )
     }
+    chat_links = document["paths"]["/api/v2/chats"]["post"]["responses"]["201"]["links"]
+    assert {"post_chat_generate", "post_chat_compact", "post_chat_messages", "get_chat_status"} <= set(chat_links)
     ids = {op["operationId"] for item in document["paths"].values() for op in item.values() if "operationId" in op}
     for path, item in document["paths"].items():
         for link in item.get("post", {}).get("responses", {}).get("201", {}).get("links", {}).values():
