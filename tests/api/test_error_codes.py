@@ -120,27 +120,40 @@ class Scanner(ast.NodeVisitor):
                     return found if isinstance(found, type) else None
         return None
 
-    def code_of(self, node: ast.expr) -> str | None:
-        """The code an expression stands for; None when it is passed on from elsewhere."""
+    def code_of(self, node: ast.expr) -> list[str]:
+        """The codes an expression can stand for; none when it is passed on from elsewhere."""
         if isinstance(node, ast.JoinedStr):
             self.computed.append(self.where(node))
-            return None
+            return []
+        if isinstance(node, ast.IfExp):
+            return self.code_of(node.body) + self.code_of(node.orelse)
         value = self.resolve(node)
         if isinstance(value, str):
-            return value
+            return [value]
+        if isinstance(node, ast.Name):  # a local variable: the literals assigned to it in the enclosing function
+            return [code for assigned in self.assigned(node.id) for code in self.code_of(assigned)]
         if isinstance(node, ast.Attribute) and node.attr == "code" and isinstance(node.value, ast.Name):
             # another error's code: readable only when the parameter's class has one code (a class without subclasses)
             cls = self.annotated_class(node.value.id)
             if cls is not None and not cls.__subclasses__() and isinstance(cls.__dict__.get("code"), str):
-                return str(cls.__dict__["code"])
-        return None
+                return [str(cls.__dict__["code"])]
+        return []
+
+    def assigned(self, name: str) -> list[ast.expr]:
+        """What the enclosing function assigns to a local name."""
+        if not self.functions:
+            return []
+        return [
+            node.value
+            for node in ast.walk(self.functions[-1])
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        ]
 
     def where(self, node: ast.AST) -> str:
         return f"{self.relative}:{getattr(node, 'lineno', 0)}"
 
-    def add(self, code: str | None, status: int | None, node: ast.AST) -> None:
-        if code is not None and _is_code(code):
-            self.raised.append(Raised(code, status, self.where(node)))
+    def add(self, codes: list[str], status: int | None, node: ast.AST) -> None:
+        self.raised += [Raised(code, status, self.where(node)) for code in codes if _is_code(code)]
 
     # -- the walk --------------------------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
@@ -189,16 +202,16 @@ class Scanner(ast.NodeVisitor):
             except Exception:
                 error = None
             if error is not None:
-                self.add(error.code, error_status(error), node)
+                self.add([error.code], error_status(error), node)
                 return
         if "code" in arguments:
-            code = self.code_of(arguments["code"])
+            codes = self.code_of(arguments["code"])
         elif not issubclass(cls, ServiceError) and _own_code(cls) is not None:
-            code = _own_code(cls)
+            codes = [str(_own_code(cls))]
         else:
             return
-        if code is not None:
-            self.add(code, self.status_of(cls, code, arguments), node)
+        for code in codes:
+            self.add([code], self.status_of(cls, code, arguments), node)
 
     def bind(self, callee: Any, node: ast.Call) -> dict[str, ast.expr] | None:
         """The call's argument expressions by parameter name; None when they cannot be told apart."""
@@ -229,7 +242,7 @@ class Scanner(ast.NodeVisitor):
         """The status ``api.errors.error_status`` gives an error of this class, code and kind."""
         error = cls.__new__(cls)
         error.code = code
-        if issubclass(cls, ServiceError):
+        if isinstance(error, ServiceError):
             kind = self.resolve(arguments["kind"]) if "kind" in arguments else None
             if not isinstance(kind, Refusal):
                 return None  # a subclass that sets its kind itself: its own call is read
@@ -242,7 +255,7 @@ class Scanner(ast.NodeVisitor):
             self.computed.append(self.where(node))
             return
         error = factory(values[0], *["x" for _ in values[1:]])
-        self.add(error.code, error_status(error), node)
+        self.add([error.code], error_status(error), node)
 
 
 def scan() -> tuple[list[Raised], list[str]]:
