@@ -35,6 +35,7 @@ class Group(NamedTuple):
 
     @property
     def first(self) -> int:
+        """The position of the group's earliest member (S4: groups leave in this order)."""
         return self.members[0]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .errors import TokenBudgetExceeded, UnknownStrategy
 from .groups import Group
@@ -90,83 +90,106 @@ def _validate(prompt: Prompt, result: ShiftResult) -> list[Message]:
     return kept
 
 
-class _Review:
-    """The host's reconciliation of a validated strategy result with the original prompt: the declared
-    replacements it accepts, the kept list it rebuilds from its own originals, and what it rejected."""
+@dataclass(frozen=True)
+class _Reconciled:
+    """A validated strategy result reconciled with the original prompt (:func:`_reconcile`)."""
 
-    def __init__(self, prompt: Prompt, name: str, result: ShiftResult, kept: list[Message]) -> None:
-        self.prompt = prompt
-        self.name = name
-        self.diagnostics: list[str] = []
-        self.rejected: dict[str, str] = {}
-        by_id = prompt.position
-        kept_inputs = {m.id for m in kept if m.id in by_id}
-        # Replacements the strategy declared, checked one by one.
-        self.truncations: dict[str, Truncation] = {}
-        claimed: set[str] = set()
-        for entry in result.truncated:
-            replacement = entry.replacement
-            sources = list(entry.source_ids) if isinstance(entry.source_ids, list | tuple) else []
-            problem = None
-            if not replacement.id or replacement.id in by_id or replacement.id in self.truncations:
-                problem = "its replacement needs a new, unique id"
-            elif not sources or not all(isinstance(s, str) and s in by_id for s in sources):
-                problem = "it names messages that are not in the prompt"
-            elif any(s in kept_inputs or s in claimed for s in sources):
-                problem = "it summarizes messages that are also kept or summarized twice"
-            elif any(prompt.group_of(s).protected for s in sources):
-                problem = "it replaces protected context"
-            if problem:
-                self.diagnostics.append(f'context strategy "{name}": a replacement was rejected: {problem}')
-                if replacement.id and replacement.id not in by_id:
-                    self.rejected[replacement.id] = PLUGIN_REJECTED
-                continue
-            claimed.update(sources)
-            self.truncations[replacement.id] = replace(entry, source_ids=sources)
-        # The kept list: host originals for known ids, sanitized replacements, nothing else.
-        ordered: list[tuple[int, int, int, Message]] = []
-        seen: set[str] = set()
-        pending: list[Message] = []
-        edited = 0
-        for message in kept:
-            if message.id in seen:
-                continue
-            seen.add(message.id)
-            if message.id in by_id:
-                position = by_id[message.id]
-                original = prompt.messages[position]
-                if message != original:
-                    # Protected or not, a message is never rewritten in place: compression is declared
-                    # as a Truncation. The host's original stands.
-                    edited += 1
-                for offset, extra in enumerate(pending):
-                    ordered.append((position, 0, offset, extra))
-                pending = []
-                ordered.append((position, 1, 0, original))
-            elif message.id in self.truncations:
-                pending.append(_unprotected(message))
-            else:
-                self.rejected[message.id or "(no id)"] = PLUGIN_REJECTED
-                self.diagnostics.append(f'context strategy "{name}" added an undeclared message; it was rejected')
-        for offset, extra in enumerate(pending):
-            ordered.append((len(prompt.messages), 0, offset, extra))
-        if edited:
-            self.diagnostics.append(
-                f'context strategy "{name}" edited {edited} message(s); the host originals were restored'
-            )
-        ordered.sort(key=lambda item: item[:3])
-        placed = {m.id for *_, m in ordered}
-        for replacement_id in [r for r in self.truncations if r not in placed]:
-            del self.truncations[replacement_id]  # the strategy dropped its own replacement
-        self.kept: list[Message] = [m for *_, m in ordered]
-        self.strategy_reasons = result.reasons if isinstance(result.reasons, dict) else {}
-        self.strategy_excluded = [m.id for m in result.excluded if m.id in by_id]
-        if isinstance(result.diagnostics, list | tuple):
-            self.strategy_diagnostics = [
-                str(d)[:MAX_DIAGNOSTIC_CHARS] for d in result.diagnostics if isinstance(d, str)
-            ]
+    name: str
+    #: the kept list rebuilt from the host's originals and the accepted replacements, in prompt order
+    kept: list[Message]
+    #: the declared replacements the host accepted, by replacement id
+    truncations: dict[str, Truncation]
+    #: ids the host rejected (``plugin-rejected``)
+    rejected: dict[str, str]
+    diagnostics: list[str]
+    #: what the strategy itself said: its reasons, its excluded input ids, its diagnostics (bounded)
+    strategy_reasons: Mapping[str, object]
+    strategy_excluded: list[str]
+    strategy_diagnostics: list[str]
+
+
+def _accepted_truncations(
+    prompt: Prompt, name: str, result: ShiftResult, kept_inputs: set[str]
+) -> tuple[dict[str, Truncation], dict[str, str], list[str]]:
+    """The replacements a strategy declared that the host accepts, checked one by one, with the rejected
+    replacement ids and a diagnostic for each rejection."""
+    by_id = prompt.position
+    accepted: dict[str, Truncation] = {}
+    rejected: dict[str, str] = {}
+    diagnostics: list[str] = []
+    claimed: set[str] = set()
+    for entry in result.truncated:
+        replacement = entry.replacement
+        sources = list(entry.source_ids) if isinstance(entry.source_ids, list | tuple) else []
+        problem = None
+        if not replacement.id or replacement.id in by_id or replacement.id in accepted:
+            problem = "its replacement needs a new, unique id"
+        elif not sources or not all(isinstance(s, str) and s in by_id for s in sources):
+            problem = "it names messages that are not in the prompt"
+        elif any(s in kept_inputs or s in claimed for s in sources):
+            problem = "it summarizes messages that are also kept or summarized twice"
+        elif any(prompt.group_of(s).protected for s in sources):
+            problem = "it replaces protected context"
+        if problem:
+            diagnostics.append(f'context strategy "{name}": a replacement was rejected: {problem}')
+            if replacement.id and replacement.id not in by_id:
+                rejected[replacement.id] = PLUGIN_REJECTED
+            continue
+        claimed.update(sources)
+        accepted[replacement.id] = replace(entry, source_ids=sources)
+    return accepted, rejected, diagnostics
+
+
+def _reconcile(prompt: Prompt, name: str, result: ShiftResult, kept: list[Message]) -> _Reconciled:
+    """Reconcile a validated strategy result (:func:`_validate`) with the original prompt: accept its
+    declared replacements, rebuild the kept list from the host's own originals (a message is never rewritten
+    in place; compression is declared as a Truncation), and reject anything undeclared. Pure."""
+    by_id = prompt.position
+    kept_inputs = {m.id for m in kept if m.id in by_id}
+    truncations, rejected, diagnostics = _accepted_truncations(prompt, name, result, kept_inputs)
+    ordered: list[tuple[int, int, int, Message]] = []
+    seen: set[str] = set()
+    pending: list[Message] = []  # accepted replacements, placed before the next original kept after them
+    edited = 0
+    for message in kept:
+        if message.id in seen:
+            continue
+        seen.add(message.id)
+        if message.id in by_id:
+            position = by_id[message.id]
+            original = prompt.messages[position]
+            if message != original:
+                edited += 1
+            ordered.extend((position, 0, offset, extra) for offset, extra in enumerate(pending))
+            pending = []
+            ordered.append((position, 1, 0, original))
+        elif message.id in truncations:
+            pending.append(_unprotected(message))
         else:
-            self.strategy_diagnostics = []
+            rejected[message.id or "(no id)"] = PLUGIN_REJECTED
+            diagnostics.append(f'context strategy "{name}" added an undeclared message; it was rejected')
+    ordered.extend((len(prompt.messages), 0, offset, extra) for offset, extra in enumerate(pending))
+    if edited:
+        diagnostics.append(f'context strategy "{name}" edited {edited} message(s); the host originals were restored')
+    ordered.sort(key=lambda item: item[:3])
+    placed = {m.id for *_, m in ordered}
+    for replacement_id in [r for r in truncations if r not in placed]:
+        del truncations[replacement_id]  # the strategy dropped its own replacement
+    strategy_diagnostics = (
+        [str(d)[:MAX_DIAGNOSTIC_CHARS] for d in result.diagnostics if isinstance(d, str)]
+        if isinstance(result.diagnostics, list | tuple)
+        else []
+    )
+    return _Reconciled(
+        name=name,
+        kept=[m for *_, m in ordered],
+        truncations=truncations,
+        rejected=rejected,
+        diagnostics=diagnostics,
+        strategy_reasons=result.reasons if isinstance(result.reasons, dict) else {},
+        strategy_excluded=[m.id for m in result.excluded if m.id in by_id],
+        strategy_diagnostics=strategy_diagnostics,
+    )
 
 
 class _ProtectedRemoved(StrategyFailed):
@@ -205,7 +228,9 @@ def _original_groups(prompt: Prompt, candidates: Sequence[Message]) -> list[Grou
     return groups
 
 
-def _finish(prompt: Prompt, review: _Review, budget: int, counter: Counter, per_message_overhead: int) -> ShiftResult:
+def _finish(
+    prompt: Prompt, review: _Reconciled, budget: int, counter: Counter, per_message_overhead: int
+) -> ShiftResult:
     diagnostics = list(review.strategy_diagnostics) + review.diagnostics
     kept_ids = {m.id for m in review.kept}
     broken = set(_heal_groups(prompt, kept_ids))
@@ -333,7 +358,7 @@ def shift_with_strategy(
         else:
             private = replace(request, messages=copy.deepcopy(request.messages))
             result = _run(chosen, private, float(timeout))
-        review = _Review(prompt, strategy, result, _validate(prompt, result))
+        review = _reconcile(prompt, strategy, result, _validate(prompt, result))
         outcome = _finish(prompt, review, budget, count_tokens, per_message_overhead)
     except TokenBudgetExceeded:
         raise

@@ -88,7 +88,18 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        """A call from its OpenAI dict (``{"id", "type", "function": {"name", "arguments"}}``) or a flat one."""
+        """A call from its OpenAI dict (``{"id", "type", "function": {"name", "arguments"}}``) or a flat one.
+
+        Args:
+            data: the call's dict, OpenAI-shaped or flat (``{"id", "name", "arguments"}``); other keys are kept.
+
+        Returns:
+            The call; ``ToolCall.from_dict(c.to_dict()) == c``.
+
+        Raises:
+            TypeError: ``data`` is not a mapping, or its name or arguments are not strings.
+            ValueError: the id is missing or empty.
+        """
         if not isinstance(data, Mapping):
             raise TypeError(f"a tool call must be an object, got {type(data).__name__}")
         function = data.get("function")
@@ -109,7 +120,11 @@ class ToolCall:
         return cls(id=call_id, name=name, arguments=arguments, extra=extra)
 
     def to_dict(self) -> dict[str, Any]:
-        """The OpenAI dict of this call (or the flat one it came from)."""
+        """The OpenAI dict of this call (or the flat one it came from).
+
+        Returns:
+            A new dict; the keys the call came with are kept.
+        """
         extra = dict(self.extra)
         if extra.pop("flat", False):
             return {"id": self.id, "name": self.name, "arguments": self.arguments, **extra}
@@ -313,7 +328,15 @@ class Message:
 
     @classmethod
     def user(cls, content: str | Sequence[str | Mapping[str, Any]], **fields: Any) -> Message:
-        """A user message. ``fields`` are any other constructor arguments (``id``, ``source``, ``pinned``...)."""
+        """A user message.
+
+        Args:
+            content: its text, or a list of parts (plain strings become text parts).
+            **fields: any other constructor argument (``id``, ``source``, ``pinned``...).
+
+        Returns:
+            The message, validated as the constructor validates.
+        """
         return cls("user", content, **fields)  # type: ignore[arg-type]
 
     @classmethod
@@ -324,14 +347,31 @@ class Message:
         tool_calls: Sequence[ToolCall | Mapping[str, Any]] = (),
         **fields: Any,
     ) -> Message:
-        """An assistant reply, optionally requesting ``tool_calls`` (``ToolCall`` or their dicts)."""
+        """An assistant reply, optionally requesting tool calls.
+
+        Args:
+            content: its text or parts; ``None`` or ``""`` for a reply that only calls tools.
+            tool_calls: the calls it requests, as ``ToolCall`` or their dicts.
+            **fields: any other constructor argument.
+
+        Returns:
+            The message, validated as the constructor validates.
+        """
         return cls("assistant", content, tool_calls=tool_calls, **fields)  # type: ignore[arg-type]
 
     @classmethod
     def tool_result(
         cls, tool_call_id: str, content: str | Sequence[str | Mapping[str, Any]], **fields: Any
     ) -> Message:
-        """The result of the call ``tool_call_id``.
+        """The result of a tool call.
+
+        Args:
+            tool_call_id: the id of the call it answers (it links the two, M3).
+            content: the result's text or parts.
+            **fields: any other constructor argument.
+
+        Returns:
+            The ``tool`` message.
 
         Raises:
             ValueError: ``tool_call_id`` is empty.
@@ -342,7 +382,15 @@ class Message:
 
     @classmethod
     def system(cls, content: str | Sequence[str | Mapping[str, Any]], **fields: Any) -> Message:
-        """A system message (protected unless its ``source`` is one of the retrieved or summary sources)."""
+        """A system message (protected unless its ``source`` is one of the retrieved or summary sources).
+
+        Args:
+            content: its text or parts.
+            **fields: any other constructor argument.
+
+        Returns:
+            The message, validated as the constructor validates.
+        """
         return cls("system", content, **fields)  # type: ignore[arg-type]
 
     # -- conversion -------------------------------------------------------------------------------------
@@ -393,8 +441,11 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         """The OpenAI Chat Completions dict of this message, with contextshift's own keys (``id``,
-        ``source``, ``pinned``...); ``from_dict(m.to_dict()) == m``. See ``to_openai_messages`` for what a
-        provider accepts."""
+        ``source``, ``pinned``...). See ``to_openai_messages`` for what a provider accepts.
+
+        Returns:
+            A new dict; ``Message.from_dict(m.to_dict()) == m``.
+        """
         out: dict[str, Any] = {}
         if self.id:
             out["id"] = self.id
@@ -435,7 +486,11 @@ class Message:
         return _joined_text(self) if text is None else text  # None: malformed, so this fails as it always did
 
     def media_parts(self) -> tuple[int, int]:
-        """How many image parts and file parts the content carries (T3)."""
+        """How many image parts and file parts the content carries (T3).
+
+        Returns:
+            ``(images, files)``.
+        """
         images = files = 0
         if isinstance(self.content, tuple):
             for part in self.content:

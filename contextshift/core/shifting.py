@@ -51,6 +51,12 @@ class Truncation:
     tokens_after: int
 
     def to_dict(self) -> dict[str, Any]:
+        """This entry as a JSON-ready dict.
+
+        Returns:
+            ``{"replacement", "source_ids", "tokens_before", "tokens_after"}``, the replacement as
+            ``Message.to_dict`` gives it.
+        """
         return {
             "replacement": self.replacement.to_dict(),
             "source_ids": list(self.source_ids),
@@ -105,7 +111,11 @@ class ShiftResult:
         return to_anthropic_messages(self.kept)
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything, as JSON-ready dicts (messages with contextshift's own keys, see ``to_openai``)."""
+        """Everything, as JSON-ready dicts (messages with contextshift's own keys, see ``to_openai``).
+
+        Returns:
+            A new dict: strategy, budget, tokens, kept, excluded, truncated, reasons and diagnostics.
+        """
         return {
             "strategy": self.strategy,
             "budget": self.budget,

@@ -327,6 +327,12 @@ class ContextStrategyRegistry:
     def get(self, name: str) -> Strategy:
         """The strategy registered under ``name`` (the highest priority one).
 
+        Args:
+            name: the strategy's name.
+
+        Returns:
+            The strategy callable.
+
         Raises:
             UnknownStrategy: nothing is registered under ``name``.
         """
@@ -337,7 +343,11 @@ class ContextStrategyRegistry:
             return stack[0].strategy
 
     def names(self) -> list[str]:
-        """Every registered name, sorted."""
+        """Every registered name.
+
+        Returns:
+            The names, sorted.
+        """
         with self._lock:
             return sorted(self._entries)
 

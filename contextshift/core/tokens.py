@@ -39,14 +39,36 @@ class TokenizerProfile(Protocol):
     """
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The profile's name, as audits, previews and diagnostics report it."""
+        ...
 
     @property
-    def approximate(self) -> bool: ...
+    def approximate(self) -> bool:
+        """Whether counts are an estimate (then the service calibrates and adds a margin, T5)."""
+        ...
 
-    def count(self, text: str) -> int: ...
+    def count(self, text: str) -> int:
+        """Count one text.
 
-    def count_messages(self, messages: Sequence[Message]) -> int: ...
+        Args:
+            text: the text (a message's content, a tool call's name and arguments...).
+
+        Returns:
+            Its tokens, without any chat framing.
+        """
+        ...
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        """Count a whole prompt as the provider will see it.
+
+        Args:
+            messages: the prompt, in order.
+
+        Returns:
+            Its tokens, per-message framing and reply priming included (0 for an empty prompt).
+        """
+        ...
 
 
 class CountCache:
@@ -103,19 +125,48 @@ class ChatFormatProfile:
 
     @property
     def name(self) -> str:
+        """The profile's name, as audits, previews and diagnostics report it."""
         return self._name
 
     @property
     def approximate(self) -> bool:
+        """Whether counts are an estimate rather than the provider's own."""
         return self._approximate
 
     def count_text(self, text: str) -> int:
+        """Count one text with the engine, uncached (subclasses implement it).
+
+        Args:
+            text: a non-empty text.
+
+        Returns:
+            Its tokens.
+
+        Raises:
+            NotImplementedError: the subclass does not count.
+        """
         raise NotImplementedError
 
     def count_texts(self, texts: Sequence[str]) -> list[int]:
+        """Count many texts with the engine, uncached; subclasses with a batch call override it.
+
+        Args:
+            texts: non-empty texts.
+
+        Returns:
+            Their tokens, in the same order.
+        """
         return [self.count_text(t) for t in texts]
 
     def count(self, text: str) -> int:
+        """Count one text, through the content cache (T4).
+
+        Args:
+            text: the text.
+
+        Returns:
+            Its tokens (0 for an empty text), without chat framing.
+        """
         if not text:
             return 0
         cached = self.cache.get(text)
@@ -125,7 +176,14 @@ class ChatFormatProfile:
         return cached
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        """Counts for many texts, sending only the uncached ones to the engine, in one batch."""
+        """Counts for many texts, sending only the uncached ones to the engine, in one batch.
+
+        Args:
+            texts: the texts (empty ones count 0).
+
+        Returns:
+            Their tokens, in the same order.
+        """
         out: list[int | None] = [self.cache.get(t) if t else 0 for t in texts]
         missing = [i for i, value in enumerate(out) if value is None]
         if missing:
@@ -136,7 +194,15 @@ class ChatFormatProfile:
         return [v if v is not None else 0 for v in out]
 
     def message_tokens(self, message: Message, text_tokens: int | None = None) -> int:
-        """One message's cost in this chat format: framing, name, text, media."""
+        """One message's cost in this chat format: framing, name, text, media.
+
+        Args:
+            message: the message.
+            text_tokens: its text's count when the caller has it already (counted here otherwise).
+
+        Returns:
+            Its tokens, without the prompt's reply priming.
+        """
         tokens = self.tokens_per_message + (self.count(message.text) if text_tokens is None else text_tokens)
         if message.name:
             tokens += self.tokens_per_name + self.count(message.name)
@@ -144,6 +210,14 @@ class ChatFormatProfile:
         return tokens + images * self.image_tokens + files * self.file_tokens
 
     def count_messages(self, messages: Sequence[Message]) -> int:
+        """Count a whole prompt in this chat format (T1).
+
+        Args:
+            messages: the prompt, in order.
+
+        Returns:
+            Its tokens: each message's cost plus the reply priming (0 for an empty prompt).
+        """
         if not messages:
             return 0
         texts = self.count_many([m.text for m in messages])
@@ -223,6 +297,14 @@ class ApproximateProfile(ChatFormatProfile):
         super().__init__(name, approximate=True)
 
     def count_text(self, text: str) -> int:
+        """Estimate one text with :func:`approximate_count`.
+
+        Args:
+            text: the text.
+
+        Returns:
+            Its estimated tokens.
+        """
         return approximate_count(text)
 
 

@@ -55,6 +55,34 @@ def test_every_exported_callable_documents_its_arguments_result_and_errors(name:
     assert _missing(EXPORTED[name]) == [], f"{name}'s docstring lacks {_missing(EXPORTED[name])}"
 
 
+def _public_members() -> dict[str, Any]:
+    """Every public method and property that an exported class defines itself, as ``Class.member``."""
+    members: dict[str, Any] = {}
+    for name, value in EXPORTED.items():
+        if not inspect.isclass(value):
+            continue
+        for attribute, member in vars(value).items():
+            if attribute.startswith("_"):
+                continue
+            if isinstance(member, classmethod | staticmethod):
+                member = member.__func__
+            if isinstance(member, property) or inspect.isfunction(member):
+                members[f"{name}.{attribute}"] = member
+    return members
+
+
+MEMBERS = _public_members()
+
+
+@pytest.mark.parametrize("name", sorted(MEMBERS))
+def test_every_public_method_and_property_of_an_exported_class_is_documented(name: str) -> None:
+    member = MEMBERS[name]
+    if isinstance(member, property):  # read like an attribute: it says what it is
+        assert (member.__doc__ or "").strip(), f"{name} has no docstring"
+        return
+    assert _missing(member) == [], f"{name}'s docstring lacks {_missing(member)}"
+
+
 def test_help_of_shift_context_reads_as_a_manual_page() -> None:
     page = pydoc.render_doc(contextshift.shift_context, renderer=pydoc.plaintext)
     for section in ("Args:", "count_tokens:", "budget:", "Returns:", "ShiftResult", "Raises:", "TokenBudgetExceeded"):
