@@ -5,9 +5,10 @@
 # after). Bounded example counts and a fixed seed keep it to minutes; the only configuration is
 # .ci/schemathesis.toml (expected statuses, each with its reason); the response-time limit of --checks all (10 s) is
 # raised to 60 s, as a shared 2-core CI machine can be that slow. Two runs against one server:
-# - examples, coverage and fuzzing at 10 examples an operation (SCHEMATHESIS_EXAMPLES);
-# - the stateful phase alone at 40 (SCHEMATHESIS_STATEFUL_EXAMPLES): at 10 it followed no link at all, so it never
-#   reached an object it made; the run fails unless it followed some.
+# - first the stateful phase alone, at 40 examples (SCHEMATHESIS_STATEFUL_EXAMPLES), on the fresh database: at 10,
+#   or after the other phases had filled the database, it followed no link at all, so it never reached an object
+#   it made; the run fails unless it followed some;
+# - then examples, coverage and fuzzing at 10 examples an operation (SCHEMATHESIS_EXAMPLES).
 # One worker: with two, their threads race in CPython 3.11.7's AST constructor (gh-106905, fixed in later
 # releases) and schemathesis stops on "SystemError: AST constructor recursion depth mismatch" in whichever
 # operation comes first. The server is always stopped.
@@ -52,10 +53,10 @@ status=0
 common=(--config-file .ci/schemathesis.toml run "http://127.0.0.1:$port/openapi.json"
   -H "Authorization: Bearer $token" --checks all --seed 20261201 --workers 1 --no-color
   --request-timeout 60 --max-response-time 60 --generation-database none)
-schemathesis "${common[@]}" --phases examples,coverage,fuzzing --max-examples "${SCHEMATHESIS_EXAMPLES:-10}" \
-  --report-dir "$work/report" || status=$?
 schemathesis "${common[@]}" --phases stateful --max-examples "${SCHEMATHESIS_STATEFUL_EXAMPLES:-40}" \
   --report-dir "$work/report-stateful" | tee "$work/stateful.txt" || status=$?
+schemathesis "${common[@]}" --phases examples,coverage,fuzzing --max-examples "${SCHEMATHESIS_EXAMPLES:-10}" \
+  --report-dir "$work/report" || status=$?
 links="$(sed -n 's/.*API Links: *\([0-9][0-9]*\) covered.*/\1/p' "$work/stateful.txt")"
 if [ "${links:-0}" -eq 0 ]; then
   echo "the stateful phase followed no OpenAPI link: it tested no object it made"; status=1

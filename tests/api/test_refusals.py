@@ -176,7 +176,11 @@ def test_every_operation_documents_each_refusal_that_comes_before_its_route(
                 documented = operation["responses"].get(str(status))
                 schema = (documented or {}).get("content", {}).get("application/json", {}).get("schema", {})
                 if documented is None:
-                    wrong.append(f"{where} is not among its documented responses")
+                    wrong.append(
+                        f"{where} is not among its documented responses: api/refusals.py adds these to every route "
+                        "of the routers api/app.py lists (add a new router there), or declare it on the route with "
+                        "error_responses(...)"
+                    )
                 elif template.startswith("/v1/") and status in (401, 429):
                     continue  # the sign-in answers in OpenAI's shape there, as documented
                 elif schema != ENVELOPE and ENVELOPE not in schema.get("anyOf", ()):
