@@ -267,6 +267,48 @@ def pairs(seed: int) -> list[Case]:
     return cases
 
 
+#: ``paraphrase``: a fact, and a question that asks for it in other words (no word in common once stop words
+#: are dropped and the rest stemmed; ``tests/core/test_embeddings.py`` checks it), so BM25 cannot find it.
+PARAPHRASES = (
+    ("The combination of the gym locker is {v}.", "Which digits open the cabinet I use at the fitness centre?"),
+    ("The burglar alarm PIN at the cottage is {v}.", "How do I switch off the intruder siren at our holiday house?"),
+    ("Our wifi password at the office is {v}.", "How can I get a laptop online at work?"),
+    ("Julia's passport number is {v}.", "Which identifier does her travel document carry?"),
+    ("The car's licence plate reads {v}.", "What registration does our vehicle show?"),
+    ("Grandma's landline is {v}.", "How do I ring my grandmother at home?"),
+    ("The bike lock code is {v}.", "What opens the chain on my bicycle?"),
+    ("The hotel booking reference is {v}.", "Which confirmation did the inn we stay at send?"),
+    ("The apartment door code downstairs is {v}.", "How do I get into our flat building at the entrance?"),
+    ("The vet said the dog weighs {v} grams.", "How heavy is our puppy according to the animal clinic?"),
+    ("The insurance policy number is {v}.", "What identifies the coverage contract protecting our household?"),
+    ("Flight {v} leaves tomorrow morning.", "Which plane are we catching?"),
+    ("The printer's IP address ends in {v}.", "How do I reach the copier on the network?"),
+    ("The bank card PIN is {v}.", "What do I type at the cash machine?"),
+    ("The library card number is {v}.", "What do I need to borrow books?"),
+    ("The tax office case file is {v}.", "Which reference do the revenue authorities use for our dossier?"),
+)
+
+
+def paraphrase(seed: int) -> list[Case]:
+    gen = _Gen("paraphrase", seed)
+    values = [gen.value() for _ in PARAPHRASES]
+    slots = {}
+    for position, (fact, _), value in zip(_positions(gen, len(PARAPHRASES)), PARAPHRASES, values, strict=True):
+        lead = gen.rng.choice(_LEADS)
+        text = fact.format(v=value)
+        text = f"{lead}{text[1:]}" if lead.endswith("t") and text.startswith("The ") else text
+        slots[position] = f"{gen.chatter(1)} {text}" if gen.rng.random() < 0.5 else f"{text} {gen.chatter(1)}"
+    history = _plain(gen, slots)
+    return [
+        Case(_system(), history, Message(role="user", content=question, id="question", source="input"), [v], values)
+        for (_, question), v in zip(PARAPHRASES, values, strict=True)
+    ]
+
+
+#: Families that only relevance by meaning (the ``embeddings`` extra) can serve; not in the issue's targets.
+MEANING_FAMILIES = ("paraphrase",)
+
+
 def generate(family: str, seed: int) -> list[Case]:
     maker = {
         "planted": planted,
@@ -274,5 +316,6 @@ def generate(family: str, seed: int) -> list[Case]:
         "tool-results": tool_results,
         "workspaces": workspaces,
         "pairs": pairs,
+        "paraphrase": paraphrase,
     }[family]
     return maker(seed)

@@ -1,13 +1,14 @@
 """contextshift: keep long LLM conversations inside a model's context window without losing what matters.
 
 The public API. ``contextshift.core`` is the pure core (no I/O); ``contextshift.tokenizers`` adds the
-exact offline tokenizer profiles.
+exact offline tokenizer profiles; ``contextshift.embeddings`` the embedding model of the ``embeddings`` extra.
 """
 
 from .core import (
     ApproximateProfile,
     ContextShiftError,
     ContextStrategyRegistry,
+    Embedder,
     Message,
     ShiftResult,
     StrategyRequest,
@@ -29,6 +30,7 @@ __all__ = [
     "ApproximateProfile",
     "ContextShiftError",
     "ContextStrategyRegistry",
+    "Embedder",
     "Message",
     "ShiftResult",
     "StrategyRequest",

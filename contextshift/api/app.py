@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from pydantic import BaseModel
 
 from .. import __version__
+from ..embeddings import configured_embedder
 from ..jobs import InProcessJobRunner
 from ..providers import make_client
 from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
@@ -78,9 +79,14 @@ def create_app(
     The database made from ``database_url`` is instance ``CONTEXTSHIFT_INSTANCE_ID`` when set (N5).
     The ``Host`` header must be a loopback name, ``bound_host`` or one of ``allowed_hosts`` (default
     ``CONTEXTSHIFT_ALLOWED_HOSTS``). ``secret_key`` (default ``CONTEXTSHIFT_SECRET_KEY`` or the data directory's
-    key file) signs the browser's CSRF cookie. ``login_limit`` is how many failed sign-ins a client may make
-    (a ``limits`` string, e.g. ``"20/minute"``) before its attempts are refused for a while.
+    key file) signs the browser's CSRF cookie. ``CONTEXTSHIFT_EMBEDDINGS=minilm`` gives ``recall`` and
+    ``vector-recall`` relevance by meaning (the ``embeddings`` extra; without it the app is not made:
+    :class:`~contextshift.embeddings.EmbeddingsNotInstalled`). ``login_limit`` is how many failed sign-ins a
+    client may make (a ``limits`` string, e.g. ``"20/minute"``) before its attempts are refused for a while.
     """
+    # CONTEXTSHIFT_EMBEDDINGS names a model the extra is missing for (EMBEDDINGS_NOT_INSTALLED) or no model
+    # at all (UNKNOWN_EMBEDDINGS): refuse to start rather than recall without it unnoticed; else load it now.
+    configured_embedder()
     token = configured_admin_token(admin_token)
     key = secret_key if secret_key is not None else current_key()
     hosts = list(allowed_hosts) if allowed_hosts is not None else allowed_hosts_from_env()

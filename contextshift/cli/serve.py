@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
+
+from ..core.errors import ContextShiftError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8700
@@ -71,12 +74,16 @@ def run(args: argparse.Namespace) -> int:
     def announce(started: Bootstrap) -> None:
         print(startup_line(address, display_url(url), started.secret), flush=True)
 
-    app = create_app(
-        url,
-        on_started=announce,
-        allowed_hosts=[*allowed_hosts_from_env(), *args.allowed_host],
-        bound_host=args.host,
-    )
+    try:
+        app = create_app(
+            url,
+            on_started=announce,
+            allowed_hosts=[*allowed_hosts_from_env(), *args.allowed_host],
+            bound_host=args.host,
+        )
+    except ContextShiftError as error:  # a setting names something this installation lacks
+        print(f"contextshift serve: {error.code}: {error.message}", file=sys.stderr)
+        return 2
     # h11 with uvicorn's own refusals of malformed HTTP in the error envelope (api/protocol.py)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=EnvelopeH11Protocol)
     return 0

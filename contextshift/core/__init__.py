@@ -1,5 +1,6 @@
 """The pure core of contextshift: no I/O, no dependency on the rest of the package."""
 
+from .embedding import Embedder
 from .errors import ContextShiftError, TokenBudgetExceeded, UnknownStrategy
 from .groups import Group, build_groups
 from .host import default_registry, shift_with_strategy
@@ -14,6 +15,7 @@ __all__ = [
     "ChatFormatProfile",
     "ContextShiftError",
     "ContextStrategyRegistry",
+    "Embedder",
     "Group",
     "Message",
     "ShiftResult",

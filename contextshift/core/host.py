@@ -12,6 +12,7 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from .embedding import Embedder
 from .errors import TokenBudgetExceeded, UnknownStrategy
 from .groups import Group
 from .messages import Message, MessageLike, MessageView, ToolCall
@@ -308,6 +309,7 @@ def shift_with_strategy(
     manual_excluded_ids: Iterable[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     per_message_overhead: int = 4,
+    embedder: Embedder | None = None,
 ) -> ShiftResult:
     """Shift ``messages`` with the named strategy under the host's guarantees (G1, G6).
 
@@ -326,6 +328,8 @@ def shift_with_strategy(
         manual_excluded_ids: ids the user excluded, for ``manual``.
         timeout: seconds a plugin strategy may run.
         per_message_overhead: framing tokens per message for a plain callable counter.
+        embedder: a sentence-embedding model for ``recall`` and ``vector-recall`` (e.g.
+            ``contextshift.embeddings.load_embedder("minilm")``, the ``embeddings`` extra); None: BM25 alone.
 
     Returns:
         A frozen :class:`~contextshift.core.shifting.ShiftResult` whose ``strategy`` names what really ran.
@@ -346,6 +350,7 @@ def shift_with_strategy(
         budget=budget,
         manual_excluded_ids=manual_ids,
         per_message_overhead=per_message_overhead,
+        embedder=embedder,
     )
     try:
         chosen = registry.get(strategy)

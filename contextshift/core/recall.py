@@ -33,11 +33,14 @@ import heapq
 import re
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import cache
+from functools import cache, lru_cache
 
+import numpy as np
+
+from .embedding import Embedder, similarities
 from .groups import build_groups
 from .messages import Message, link_ids
-from .relevance import bm25_term_scores, terms
+from .relevance import bm25_term_matrix, terms
 from .request import StrategyRequest
 from .shifting import Prompt, Removal, ShiftResult, Truncation, build_result, excluded_note, shift_prompt
 from .vocabulary import RECALLED, SUMMARIZED
@@ -67,6 +70,15 @@ MAX_CANDIDATES = 256
 EXCERPT_SHARE = 0.5
 #: The pieces a tool result is cut into for its excerpt: sentences, lines and JSON fields.
 _PIECE = re.compile(r"(?<=[.!?;])\s+|\n+|,\s*(?=\")")
+#: With an embedder: a group whose text is less similar in meaning than this (cosine) to the input never
+#: comes back by meaning. all-MiniLM-L6-v2 gives a paraphrase of the input about 0.35-0.75 and chatter
+#: about 0.1-0.3 (``benchmarks/fidelity_data.py``'s ``paraphrase`` family).
+SEMANTIC_FLOOR = 0.3
+#: With an embedder: at most this many excluded groups, the most similar in meaning, may come back by
+#: meaning alone (BM25 brings back the groups that share the input's words, however many).
+SEMANTIC_TOP = 3
+#: What a group's similarity relative to the most similar one is worth beside BM25's relevance (in 0..1).
+SEMANTIC_WEIGHT = 0.8
 #: What an excerpted tool result starts with.
 EXCERPT_MARK = "[excerpt: cut by recall to the parts the current input asks about, {kept} of {total} characters]"
 
@@ -161,8 +173,16 @@ def whole_groups(messages: Sequence[Message], wanted: frozenset[str] | set[str])
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 0.0
+    shared = len(a & b)
+    union = len(a) + len(b) - shared
+    return shared / union if union else 0.0
+
+
+@lru_cache(maxsize=1 << 14)
+def _sentences(document: str) -> tuple[str, ...]:
+    """A group's text cut into sentences (``_`` read as a space), blank ones left out; the last 16k groups'
+    are kept, since a turn splits the same history as the turn before."""
+    return tuple(s for s in _SENTENCE.split(document.replace("_", " ")) if s.strip())
 
 
 class _Scores:
@@ -176,26 +196,34 @@ class _Scores:
         owners: list[int] = []
         sentences: list[str] = []
         for n, document in zip(self.numbers, documents, strict=True):
-            for sentence in _SENTENCE.split(document.replace("_", " ")):
-                if sentence.strip():
-                    owners.append(n)
-                    sentences.append(sentence)
+            split = _sentences(document)
+            owners.extend([n] * len(split))
+            sentences.extend(split)
         analysed_sentences = terms(sentences)
-        by_term = bm25_term_scores(sorted(self.query), analysed_sentences, length_weight=LENGTH_WEIGHT)
+        words = sorted(self.query)
+        matrix = bm25_term_matrix(words, analysed_sentences, length_weight=LENGTH_WEIGHT)
         # The query's rare words (few sentences hold them: names, codes) say what it is about; a
         # sentence is worth recalling while it holds one that no chosen sentence held.
         limit = max(RARE_SENTENCES, RARE_SHARE * len(sentences))
-        self.sentence_frequency = {t: sum(1 for x in v if x > 0) for t, v in by_term.items()}
+        positive = matrix > 0
+        self.sentence_frequency = {t: int(df) for t, df in zip(words, positive.sum(axis=1), strict=True)}
         self.rare = frozenset(t for t, df in self.sentence_frequency.items() if 0 < df <= limit)
         #: Per group, each of its sentences' scores by query word, and its words (only sentences that match).
         self.term_scores: dict[int, list[dict[str, float]]] = {n: [] for n in self.numbers}
         self.sentence_words: dict[int, list[frozenset[str]]] = {n: [] for n in self.numbers}
-        for index, owner in enumerate(owners):
-            matched = {term: scores[index] for term, scores in by_term.items() if scores[index] > 0}
-            if matched:
-                self.term_scores[owner].append(matched)
-                self.sentence_words[owner].append(frozenset(analysed_sentences[index]))
-        totals = {n: max((sum(m.values()) for m in self.term_scores[n]), default=0.0) for n in self.numbers}
+        # Only the (sentence, query word) pairs that score, sentence by sentence, words in query order.
+        sentence_of, word_of = np.nonzero(positive.T)
+        values = matrix.T[sentence_of, word_of].tolist()
+        matched: dict[str, float] = {}
+        for at, (index, k) in enumerate(zip(sentence_of.tolist(), word_of.tolist(), strict=True)):
+            matched[words[k]] = values[at]
+            if at + 1 == len(values) or sentence_of[at + 1] != index:  # the sentence's last scoring word
+                self.term_scores[owners[index]].append(matched)
+                self.sentence_words[owners[index]].append(frozenset(analysed_sentences[index]))
+                matched = {}
+        #: Per group, each matching sentence's score (the sum over its query words).
+        self.sums = {n: [sum(m.values()) for m in self.term_scores[n]] for n in self.numbers}
+        totals = {n: max(self.sums[n], default=0.0) for n in self.numbers}
         best = max(totals.values(), default=0.0)
         #: A group's score relative to the best group of the prompt, in 0..1.
         self.relevance = {n: (totals[n] / best if best > 0 else 0.0) for n in self.numbers}
@@ -212,7 +240,8 @@ class _Scores:
         """Whether a later sentence (not a question) states the group's best sentence again, changed."""
         if not self.term_scores[number]:
             return False
-        best = max(range(len(self.term_scores[number])), key=lambda i: sum(self.term_scores[number][i].values()))
+        sums = self.sums[number]
+        best = sums.index(max(sums))  # the first best sentence
         matched = frozenset(self.term_scores[number][best])
         mine = self.sentence_words[number][best]
         rarest = min(matched, key=lambda w: (self.frequency.get(w, 0), w))
@@ -220,7 +249,7 @@ class _Scores:
             if first[other] <= first[number] or other in self.questions:
                 continue
             for theirs in self.sentence_words[other]:
-                if not matched <= theirs or not (theirs - mine) or not (mine - theirs):
+                if not matched <= theirs or theirs <= mine or mine <= theirs:
                     continue  # not about the same, or nothing stated differently
                 if _jaccard(mine, theirs) >= SAME_STATEMENT:
                     return True
@@ -268,9 +297,10 @@ def recall(request: StrategyRequest) -> ShiftResult:
     if not outcome.removed:
         return truncated
     query = current_input(prompt.messages)
-    if not query_words(query):
+    embedder = request.embedder
+    if not query_words(query) and (embedder is None or not query.strip()):
         return truncated
-    chosen, excerpts = _choose(prompt, outcome, query, budget)
+    chosen, excerpts = _choose(prompt, outcome, query, budget, embedder)
     if not chosen:
         return truncated
     while chosen:
@@ -305,6 +335,7 @@ def recall(request: StrategyRequest) -> ShiftResult:
     tokens = sum(shown.costs[p] for p in recalled)
     result.diagnostics.append(
         f"recall brought back {len(recalled)} message(s) ({tokens} tokens) relevant to the current input"
+        + (f" (BM25 and {embedder.name} embeddings)" if embedder is not None else "")
     )
     if cut:
         result.diagnostics.append(
@@ -314,7 +345,30 @@ def recall(request: StrategyRequest) -> ShiftResult:
     return result
 
 
-def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[list[int], dict[int, list[Message]]]:
+def _semantic(prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embedder) -> dict[int, float]:
+    """The ``SEMANTIC_TOP`` groups most similar in meaning to ``query`` (at least ``SEMANTIC_FLOOR``), each
+    with its similarity relative to the most similar one. Sentences are compared, as BM25 scores them: a
+    group is as similar as its most similar sentence, so a fact is not diluted by the chatter around it."""
+    owners: list[int] = []
+    sentences: list[str] = []
+    for n in numbers:
+        for p in prompt.groups[n].members:
+            for sentence in _SENTENCE.split(prompt.messages[p].text):
+                if sentence.strip():
+                    owners.append(n)
+                    sentences.append(sentence.strip())
+    best: dict[int, float] = {}
+    for owner, similarity in zip(owners, similarities(embedder, query, sentences), strict=True):
+        best[owner] = max(best.get(owner, similarity), similarity)
+    scored = sorted(
+        ((s, n) for n, s in best.items() if s >= SEMANTIC_FLOOR), key=lambda item: (-item[0], -item[1])
+    )[:SEMANTIC_TOP]
+    return {n: s / scored[0][0] for s, n in scored}
+
+
+def _choose(
+    prompt: Prompt, outcome: Removal, query: str, budget: int, embedder: Embedder | None = None
+) -> tuple[list[int], dict[int, list[Message]]]:
     """The excluded groups to bring back, in the order they were chosen (most useful first), and the ones
     that come back excerpted (their tool results cut to what the query matches), with their copies.
 
@@ -329,14 +383,25 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[
     look-alike "parking code for Falcon" does not cover Falcon's vault code). So a question about sixteen
     projects brings back one statement about each rather than every mention of the first. A superseded
     statement and a question count less.
+
+    With an embedder, the ``SEMANTIC_TOP`` excluded groups most similar in meaning to the input (above
+    ``SEMANTIC_FLOOR``) are candidates too, worth ``SEMANTIC_WEIGHT`` × their similarity relative to the most
+    similar one where that is more than BM25 makes them worth: a paraphrase shares no word with the input.
     """
     scores = _Scores(prompt, query)
-    if scores.best <= 0:
-        return [], {}
     gone = set(outcome.removed)
     firsts = [g.first for g in prompt.groups]
-    excluded = [n for n in scores.numbers if firsts[n] in gone and scores.term_scores[n]]
-    excluded.sort(key=lambda n: (-scores.relevance[n], -firsts[n]))
+    meaning: dict[int, float] = {}
+    if embedder is not None:
+        meaning = {
+            n: SEMANTIC_WEIGHT * s
+            for n, s in _semantic(prompt, [n for n in scores.numbers if firsts[n] in gone], query, embedder).items()
+        }
+    if scores.best <= 0 and not meaning:
+        return [], {}
+    excluded = [n for n in scores.numbers if firsts[n] in gone and (scores.term_scores[n] or n in meaning)]
+    relevance = {n: max(scores.relevance[n], meaning.get(n, 0.0)) for n in excluded}
+    excluded.sort(key=lambda n: (-relevance[n], -firsts[n]))
     excluded = excluded[:MAX_CANDIDATES]
     factor = {
         n: (SUPERSEDED_FACTOR if scores.superseded(n, firsts) else 1.0)
@@ -365,7 +430,8 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[
         return best
 
     def value(n: int) -> float:
-        return factor[n] * best_sentence(n)[0] / scores.best
+        by_words = best_sentence(n)[0] / scores.best if scores.best > 0 else 0.0
+        return factor[n] * max(by_words, meaning.get(n, 0.0))
 
     protected = sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
     room = budget - prompt.fixed - protected
@@ -397,7 +463,7 @@ def _choose(prompt: Prompt, outcome: Removal, query: str, budget: int) -> tuple[
             cheap = sum(Prompt(copies, prompt.counter, prompt.per_message_overhead).costs)
             if cheap < cost:
                 excerpts[number], whole[number] = copies, cost - cheap
-        own = factor[number] * scores.relevance[number]
+        own = factor[number] * relevance[number]
         if used + min(cost, cheap) > room * MAX_RECALL_SHARE * own:
             excerpts.pop(number, None)
             continue

@@ -9,11 +9,22 @@ half the share of the query's terms it contains. A block that shares no term wit
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
+from typing import Any
 
 import bm25s
+import numpy as np
 import Stemmer
+from bm25s.stopwords import STOPWORDS_EN
+
+#: ``bm25s.tokenize``'s own word pattern (scikit-learn's), so the words are exactly the ones it would give.
+_WORD = re.compile(r"(?u)\b\w\w+\b")
+_STOPWORDS = frozenset(STOPWORDS_EN)
+#: bm25s' default k1.
+BM25_K1 = 1.5
 
 
 @cache
@@ -21,11 +32,21 @@ def _stemmer() -> Stemmer.Stemmer:
     return Stemmer.Stemmer("english")
 
 
+@lru_cache(maxsize=1 << 16)
+def _stem(word: str) -> str:
+    return str(_stemmer().stemWord(word))
+
+
+@lru_cache(maxsize=1 << 14)
+def _analysed(text: str) -> tuple[str, ...]:
+    return tuple(_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+
+
 def _terms(texts: Sequence[str]) -> list[list[str]]:
-    tokens: list[list[str]] = bm25s.tokenize(
-        list(texts), stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=False
-    )
-    return tokens
+    """What ``bm25s.tokenize(texts, stopwords="en", stemmer=<English Snowball>)`` gives, word for word, without
+    its per-call cost (it builds a vocabulary and a stop-word set for every call); each word is stemmed
+    once, and each text analysed once while it is among the last 16k (a turn analyses the same messages)."""
+    return [list(_analysed(text)) for text in texts]
 
 
 def bm25_relevance(query: str, documents: Sequence[str]) -> list[float]:
@@ -77,8 +98,39 @@ def bm25_term_scores(
     ``length_weight`` is BM25's ``b``: how much a long document's scores are scaled down.
     """
     wanted = list(dict.fromkeys(query_terms))
+    matrix = bm25_term_matrix(wanted, corpus, length_weight=length_weight)
+    return {term: [float(s) for s in row] for term, row in zip(wanted, matrix, strict=True)}
+
+
+def bm25_term_matrix(
+    query_terms: Sequence[str], corpus: Sequence[Sequence[str]], *, length_weight: float = 0.75
+) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """:func:`bm25_term_scores` as one array: a row per distinct query term (in order), a column per document."""
+    wanted = list(dict.fromkeys(query_terms))
+    scores = np.zeros((len(wanted), len(corpus)), dtype=np.float32)
     if not corpus or not wanted or not any(corpus):
-        return {term: [0.0] * len(corpus) for term in wanted}
-    retriever = bm25s.BM25(b=length_weight)
-    retriever.index([list(d) for d in corpus], show_progress=False)
-    return {term: [float(s) for s in retriever.get_scores([term])] for term in wanted}
+        return scores
+    # bm25s' BM25 (Lucene variant, k1 1.5) computed for the query's terms only, with its arithmetic (a float32
+    # idf times a float64 term-frequency part, stored as float32), so every score is bm25s' own to the bit;
+    # indexing the whole vocabulary of every sentence took most of a recall turn.
+    row = {term: k for k, term in enumerate(wanted)}
+    counts = np.zeros((len(wanted), len(corpus)), dtype=np.float32)
+    for column, document in enumerate(corpus):
+        for word in document:
+            k = row.get(word)
+            if k is not None:
+                counts[k, column] += 1
+    lengths = np.array([len(d) for d in corpus])
+    average = lengths.mean()
+    documents = len(corpus)
+    frequency = (counts > 0).sum(axis=1)
+    idf = np.array(
+        [math.log(1 + (documents - df + 0.5) / (df + 0.5)) if df else 0.0 for df in frequency.tolist()],
+        dtype=np.float32,
+    )
+    norm = BM25_K1 * ((1 - length_weight) + length_weight * lengths / average)
+    with np.errstate(invalid="ignore", divide="ignore"):  # an empty document with b = 1: zeroed below
+        part = counts / (norm[None, :] + counts)
+    scores[:] = idf[:, None] * part
+    scores[counts == 0] = 0.0
+    return scores

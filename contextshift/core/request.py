@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .embedding import Embedder
 from .messages import Message
 from .shifting import Counter, ShiftResult
 
@@ -22,6 +23,8 @@ class StrategyRequest:
         budget: the tokens the result may use.
         manual_excluded_ids: ids the user excluded.
         per_message_overhead: framing tokens per message for a plain callable counter.
+        embedder: a sentence-embedding model (``recall`` and ``vector-recall`` then also score by meaning),
+            or None (BM25 alone, the default).
     """
 
     messages: list[Message]
@@ -29,6 +32,7 @@ class StrategyRequest:
     budget: int
     manual_excluded_ids: frozenset[str] = field(default_factory=frozenset)
     per_message_overhead: int = 4
+    embedder: Embedder | None = None
 
 
 Strategy = Callable[[StrategyRequest], ShiftResult]

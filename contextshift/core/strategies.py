@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from .embedding import similarities
 from .errors import UnknownStrategy
 from .groups import Group
 from .messages import Message
@@ -171,16 +172,28 @@ def _with_summary(
 
 
 def vector_recall(request: StrategyRequest) -> ShiftResult:
-    """Drop lorebook and memory blocks of low relevance first, then old history oldest first."""
+    """Drop lorebook and memory blocks of low relevance first, then old history oldest first.
+
+    A block without a relevance from retrieval gets BM25's against the current input; with an embedder, the
+    greater of that and its cosine similarity in meaning (below 0 counts as 0).
+    """
     prompt = _prompt(request)
     messages = prompt.messages
     relevance: dict[int, float] = {}
     missing = [p for p, m in enumerate(messages) if m.source in RETRIEVED_SOURCES and m.relevance is None]
     diagnostics = []
     if missing:
-        scores = bm25_relevance(current_input(messages), [messages[p].text for p in missing])
+        query, texts = current_input(messages), [messages[p].text for p in missing]
+        scores = bm25_relevance(query, texts)
+        if request.embedder is None:
+            diagnostics.append(f"relevance computed with BM25 for {len(missing)} block(s)")
+        else:  # a block that says what the input asks in other words is relevant too
+            meaning = similarities(request.embedder, query, texts)
+            scores = [max(words, similar, 0.0) for words, similar in zip(scores, meaning, strict=True)]
+            diagnostics.append(
+                f"relevance computed with BM25 and {request.embedder.name} embeddings for {len(missing)} block(s)"
+            )
         relevance.update(zip(missing, scores, strict=True))
-        diagnostics.append(f"relevance computed with BM25 for {len(missing)} block(s)")
     for position, message in enumerate(messages):
         if message.source in RETRIEVED_SOURCES and message.relevance is not None:
             value = float(message.relevance)

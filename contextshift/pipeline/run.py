@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.embedding import Embedder
 from ..core.errors import TokenBudgetExceeded
 from ..core.host import shift_with_strategy
 from ..core.messages import Message
@@ -79,6 +80,8 @@ class PipelineRequest:
     bot_id: str | None = None
     notes: Sequence[str] = ()
     strategy_timeout: float = 15.0
+    #: relevance by meaning for ``recall`` and ``vector-recall`` (the ``embeddings`` extra), or None
+    embedder: Embedder | None = None
 
 
 @dataclass(slots=True)
@@ -175,6 +178,7 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
             strategy=request.strategy,
             registry=request.registry,
             timeout=request.strategy_timeout,
+            embedder=request.embedder,
         )
     except TokenBudgetExceeded as error:
         raise too_large(error.protected_tokens) from None

@@ -19,13 +19,21 @@ from .history import is_command
 RECALL = "recall"
 #: How many matching messages the index is asked for.
 CANDIDATES = 128
+#: With embeddings: how many messages just before the window are candidates by meaning (each embedded once
+#: per process, then cached).
+MEANING_CANDIDATES = 128
 MANUAL_EXCLUDED = "manualExcluded"
 
 
 async def recall_candidates(
-    repos: Repositories, chat_id: str, window: list[MessageRow], draft: str | None
+    repos: Repositories, chat_id: str, window: list[MessageRow], draft: str | None, *, by_meaning: bool = False
 ) -> list[MessageRow]:
-    """Older rows (before the window) that match the current input, in whole tool groups; oldest first."""
+    """Older rows (before the window) that match the current input, in whole tool groups; oldest first.
+
+    ``by_meaning`` (an embedder is configured): the ``MEANING_CANDIDATES`` rows just before the window come
+    too, whatever their words, so the strategy can find what the input asks in other words among them. The
+    index cannot search by meaning, so that look-back is bounded; further back, recall finds words only.
+    """
     if not window:
         return []
     query = draft
@@ -33,11 +41,17 @@ async def recall_candidates(
         last = window[-1]
         query = row_to_message(last).text if last.role == "user" else ""
     words = search_words(query or "")
-    if not words:
+    if not words and not (by_meaning and (query or "").strip()):
         return []
     oldest = min(r.seq for r in window if not r.pinned) if any(not r.pinned for r in window) else window[0].seq
     loaded = {r.id for r in window}
     rows, matching = await search_history(repos.session, chat_id, words, before_seq=oldest, limit=CANDIDATES)
+    if by_meaning:
+        page = await repos.messages.list_page(chat_id, before_seq=oldest, limit=MEANING_CANDIDATES)
+        near = [r for r in page.rows if r.summary_id is None]
+        seen = {r.id for r in rows}
+        rows = sorted([*rows, *(r for r in near if r.id not in seen)], key=lambda r: r.seq)
+        matching = [*matching, *(r.id for r in near)]
     rows = [r for r in rows if r.id not in loaded and not is_command(r) and not (r.meta or {}).get(MANUAL_EXCLUDED)]
     if not rows:
         return []

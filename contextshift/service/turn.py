@@ -13,6 +13,7 @@ from typing import Any
 from ..core.calibration import CalibratedProfile, Calibration, drifts
 from ..core.limits import reply_reserve
 from ..core.tokens import ChatFormatProfile, TokenizerProfile
+from ..embeddings import configured_embedder
 from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sources
 from ..pipeline.interceptors import Interceptor
 from ..providers import to_anthropic_messages, to_openai_messages
@@ -133,6 +134,7 @@ async def load_turn(
     still read with the offline profile (its estimates are what ``message_tokens`` stores).
     """
     model, provider = await resolve_model(repos, bot)
+    embedder = configured_embedder()  # checked at start-up, so never raises here
     base = profile_for(model)
     counting = await counting_for(repos, model, base)
     notes: list[str] = []
@@ -181,7 +183,8 @@ async def load_turn(
         summaries = await repos.compaction.active_summaries(chat.id)
         rows = window.rows
         if bot.context_strategy == RECALL and window.has_more:  # G4a: older history the input asks about
-            rows = sorted([*await recall_candidates(repos, chat.id, rows, draft), *rows], key=lambda r: r.seq)
+            found = await recall_candidates(repos, chat.id, rows, draft, by_meaning=embedder is not None)
+            rows = sorted([*found, *rows], key=lambda r: r.seq)
         history = merge([r for r in rows if not is_command(r)], summaries)
         # The newest messages each summary stands for, for the audit (bounded: never the whole chat).
         recent_covered = [i for s in summaries for i in s.covers[-AUDITED_COVERED:]]
@@ -219,6 +222,7 @@ async def load_turn(
         chat_id=chat.id if chat else None,
         bot_id=bot.id,
         notes=notes,
+        embedder=embedder,
     )
     return Turn(
         bot=bot,

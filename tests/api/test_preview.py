@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
+from contextshift.embeddings import EMBEDDINGS_ENV
+from contextshift.embeddings import available as embeddings_available
 from contextshift.storage.tables import Base
 from tests.api.conftest import Service
 
@@ -170,3 +173,28 @@ async def test_recall_finds_a_fact_thousands_of_messages_back_through_the_index(
     history = [e for e in result["entries"] if e["source"] == "history"]
     assert len(history) < 500  # the window and the index's candidates, never the whole chat
     assert result["budget"]["prompt_tokens"] <= 1500
+
+
+@pytest.mark.skipif(
+    not embeddings_available(), reason="the embeddings extra is not installed: pip install 'contextshift[embeddings]'"
+)
+async def test_with_embeddings_recall_previews_a_fact_beyond_the_window_asked_for_in_other_words(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = await service.setup_chat(context_window=700, response_reserve=400, context_strategy="recall")
+    chat = f"/api/v2/chats/{ids['chat']}/messages"
+    fact = await service.post(chat, {"role": "user", "content": "The combination of the gym locker is 68753."})
+    for n in range(60):
+        await service.post(chat, {"role": "user", "content": f"Small talk number {n} about the weather and lunch."})
+    body = {"chat_id": ids["chat"], "user_message": "Which digits open the cabinet I use at the fitness centre?"}
+    by_words = (await preview(service, body))["preview"]
+    assert fact["message"]["id"] not in {e["identifier"] for e in by_words["entries"] if e["included"]}
+    monkeypatch.setenv(EMBEDDINGS_ENV, "minilm")
+    result = (await preview(service, body))["preview"]
+    entries = {e["identifier"]: e for e in result["entries"]}
+    assert entries[fact["message"]["id"]]["included"] is True
+    assert entries[fact["message"]["id"]]["reason"] == "recalled"
+    assert "68753" in " ".join(str(m["content"]) for m in result["provider_messages"])
+    assert any("all-MiniLM-L6-v2" in d for d in result["diagnostics"])
+    history = [e for e in result["entries"] if e["source"] == "history"]
+    assert len(history) < 62  # the window and the look-back by meaning

@@ -56,22 +56,24 @@ async def search_message_ids(
     if dialect not in ("sqlite", "postgresql"):
         return []
     params = {"chat": chat_id, "before": before_seq}
-    distinctive = []
-    for term in terms:  # each count stops at COMMON_WORD + 1 rows
-        if dialect == "sqlite":
-            counted = text(  # the whole chat's messages, from the index alone
-                "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :match LIMIT :cap)"
+    # How many messages hold each word, every count stopping at COMMON_WORD + 1 rows: one statement, one
+    # column a word, so a turn makes one round trip for them, not one a word.
+    counts: list[str] = []
+    match: dict[str, object] = {"cap": COMMON_WORD + 1}
+    for k, term in enumerate(terms):
+        if dialect == "sqlite":  # the whole chat's messages, from the index alone
+            counts.append(
+                f"(SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH :m{k} LIMIT :cap))"
             )
-            match = {"match": _fts_match(chat_id, [term])}
+            match[f"m{k}"] = _fts_match(chat_id, [term])
         else:
-            counted = text(
-                "SELECT count(*) FROM (SELECT 1 FROM messages WHERE chat_id = :chat AND summary_id IS NULL "
-                "AND seq < :before AND search_vector @@ to_tsquery('english', :query) LIMIT :cap) AS hits"
+            counts.append(
+                f"(SELECT count(*) FROM (SELECT 1 FROM messages WHERE chat_id = :chat AND summary_id IS NULL "
+                f"AND seq < :before AND search_vector @@ to_tsquery('english', :m{k}) LIMIT :cap) AS hits{k})"
             )
-            match = {"query": term}
-        hits = int((await session.execute(counted, {**params, **match, "cap": COMMON_WORD + 1})).scalar_one())
-        if 0 < hits <= COMMON_WORD:
-            distinctive.append(term)
+            match[f"m{k}"] = term
+    row = (await session.execute(text("SELECT " + ", ".join(counts)), {**params, **match})).one()
+    distinctive = [term for term, hits in zip(terms, row, strict=True) if 0 < int(hits) <= COMMON_WORD]
     if not distinctive:
         return []
     if dialect == "sqlite":
