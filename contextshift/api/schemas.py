@@ -427,6 +427,12 @@ class MessageCreate(Strict):
 class MessagePatch(Strict):
     pinned: bool | None = None
     meta: Meta | None = None
+    content: Text | None = Field(
+        default=None, min_length=1, max_length=2_000_000, description="New text of a user message (edit)"
+    )
+    alternative: int | None = Field(
+        default=None, ge=0, le=10_000, description="Which version of a regenerated reply to show (0 = first)"
+    )
 
 
 class MessageOut(BaseModel):
@@ -444,33 +450,40 @@ class MessageOut(BaseModel):
     summarized_by: str | None = Field(default=None, description="The summary that stands for it in prompts")
     reply_to: str | None = Field(default=None, description="For a reply: the user message it answers")
     created_at: datetime
+    alternatives: int = Field(default=1, description="How many versions of this reply there are (regenerate)")
+    alternative: int = Field(default=0, description="Which version is shown and sent (0 = the first)")
 
 
 # -- generation, audit, preview ---------------------------------------------------------------------------
 
 
 class GenerateRequest(Strict):
-    """A turn: new input (``content``), or the retry of a failed input (``retry_of``, the chat's newest message)."""
+    """A turn: new input (``content``), the retry of a failed input (``retry_of``, the chat's newest message),
+    or a redo of the chat's newest reply: ``regenerate_of`` (a new version of it, the earlier ones kept as
+    ``alternatives``) or ``continue_of`` (more text added to it, e.g. to a partial reply)."""
 
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
         json_schema_extra={
             "oneOf": [
-                {"required": ["content"], "properties": {"content": {"type": "string"}}},
-                {"required": ["retry_of"], "properties": {"retry_of": {"type": "string"}}},
+                {"required": [name], "properties": {name: {"type": "string"}}}
+                for name in ("content", "retry_of", "regenerate_of", "continue_of")
             ]
         },
     )
     content: Text | None = Field(default=None, min_length=1, max_length=2_000_000)
     retry_of: Ident | None = Field(default=None, description="A failed input (meta.failed) to send again")
+    regenerate_of: Ident | None = Field(default=None, description="The chat's newest reply, to answer again")
+    continue_of: Ident | None = Field(default=None, description="The chat's newest reply, to add to")
     max_tokens: Reserve | None = None
     stream: bool = True
 
     @model_validator(mode="after")
     def _one_input(self) -> GenerateRequest:
-        if (self.content is None) == (self.retry_of is None):
-            raise ValueError("give exactly one of content and retry_of")
+        given = [v for v in (self.content, self.retry_of, self.regenerate_of, self.continue_of) if v is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of content, retry_of, regenerate_of and continue_of")
         return self
 
 
@@ -537,6 +550,18 @@ class EntryOut(BaseModel):
     stands_for: list[str] = Field(default_factory=list)
 
 
+class HistoryCountsOut(BaseModel):
+    """The chat's history that ``entries`` do not list one by one, counted in full."""
+
+    not_loaded: int = Field(
+        description="Messages older than the loaded window: left out (context-shift) without being read"
+    )
+    summarized: int = Field(
+        description="Messages a summary stands for: stored compaction summaries (pinned messages are sent raw, not "
+        "counted) and what this prompt's summarize strategy folded"
+    )
+
+
 class PreviewOut(BaseModel):
     provider_id: str | None
     provider_kind: str | None
@@ -549,6 +574,7 @@ class PreviewOut(BaseModel):
     diagnostics: list[str]
     excluded_count: int
     calibration: CalibrationOut | None = None
+    history: HistoryCountsOut | None = Field(default=None, description="Null for a bot preview without a chat")
 
 
 class AuditOut(PreviewOut):

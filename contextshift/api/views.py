@@ -140,6 +140,8 @@ def message(row: MessageRow) -> s.MessageOut:
         summarized_by=row.summary_id,
         reply_to=(row.meta or {}).get("reply_to") if row.role == "assistant" else None,
         created_at=row.created_at,
+        alternatives=len(row.alternatives or []) or 1,
+        alternative=row.alternative or 0,
     )
 
 

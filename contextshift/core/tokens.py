@@ -8,6 +8,7 @@ charged ``count(text) + per_message_overhead`` per message; a profile's own ``co
 
 from __future__ import annotations
 
+import contextlib
 import math
 import unicodedata
 from collections import OrderedDict
@@ -88,7 +89,8 @@ class CountCache:
             self.misses += 1
             return None
         self.hits += 1
-        self._entries.move_to_end(text)
+        with contextlib.suppress(KeyError):  # another thread (a compaction pass) evicted it meanwhile
+            self._entries.move_to_end(text)
         return value
 
     def put(self, text: str, value: int) -> None:

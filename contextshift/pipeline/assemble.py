@@ -4,6 +4,10 @@ Every block is a core ``Message`` with a stable id (``core.system-prompt``, ``lo
 ``memory.<id>``, ``template.<id>``, history ids, ``core.current-input``) and the source that decides its
 protection. Blocks that are not in the prompt at all (a disabled lorebook entry, an empty persona, a memory
 that was not retrieved) are returned as *skipped*, with their reason, for the audit.
+
+Pin on a summarized message: a history message that a summary's ``meta.covers`` names is in the prompt raw
+(the service loads a summarized message only when it is pinned). The summary stays where it stands and
+stands for the rest: its covers lose the raw ids, so the audit lists the pinned message once, sent.
 """
 
 from __future__ import annotations
@@ -138,10 +142,12 @@ def assemble(sources: Sources, template: Sequence[TemplateItem]) -> Assembly:
                 else:
                     skip(message, LOW_RELEVANCE)
         elif item == "history":
+            raw = {m.id for m in history}
             for message in _with_depth_lore(history, verdicts, skip):
                 covers = message.meta.get("covers") if message.source == "summary" else None
                 if isinstance(covers, list):
-                    wanted = set(covers)
+                    message = _standing_for_the_rest(message, covers, raw)
+                    wanted = set(message.meta["covers"])
                     for covered in (m for m in sources.summarized if m.id in wanted):
                         skip(covered, SUMMARIZED)
                 out.messages.append(message)
@@ -151,6 +157,16 @@ def assemble(sources: Sources, template: Sequence[TemplateItem]) -> Assembly:
         elif item == "input" and current is not None:
             out.messages.append(current)
     return out
+
+
+def _standing_for_the_rest(summary: Message, covers: list[object], raw: set[str]) -> Message:
+    """A summary whose covered messages are partly in the history raw (the user pinned them): it stays, in
+    its place and with its text, and stands for the rest only. The pinned messages are sent raw and marked
+    ``protected``, never ``summarized``."""
+    rest = [c for c in covers if c not in raw]
+    if len(rest) == len(covers):
+        return summary
+    return replace(summary, meta={**summary.meta, "covers": rest})
 
 
 def _with_depth_lore(

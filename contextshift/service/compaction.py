@@ -154,7 +154,7 @@ class Compactor:
 
     async def decision(self, chat_id: str, phase: str) -> tuple[str, int | None]:
         """``(action, target)`` for the chat now: ``none``, ``background`` or ``sync``."""
-        async with self.db.session() as session:
+        async with self.db.session(write=False) as session:  # reads only: no turn at SQLite's write lock
             repos = Repositories(session)
             chat = await repos.chats.get(chat_id)
             if chat is None:
@@ -233,7 +233,7 @@ class Compactor:
         seconds at most, then it goes on without (the lease of a dead instance expires on its own)."""
         deadline = time.monotonic() + self.sync_wait
         while True:
-            async with self.db.session() as session:
+            async with self.db.session(write=False) as session:
                 repos = Repositories(session)
                 if not await repos.compaction.lease_busy(chat_id):
                     last = await repos.compaction.last_finished_log(chat_id)
@@ -277,7 +277,7 @@ class Compactor:
             target: int | None = None
             if trigger != "manual":
                 phase = "before_send" if trigger == "sync" else "after_turn"
-                pressure = compactable_tokens(history, profile)
+                pressure = await asyncio.to_thread(compactable_tokens, history, profile)
                 verdict = decide(chat_window, pressure, settings, phase=phase)  # type: ignore[arg-type]
                 if verdict.action == "none" and passes:
                     break
@@ -335,12 +335,17 @@ class Compactor:
         return corrected(counting.base, calibration, ratio)
 
     async def _history(self, chat_id: str) -> tuple[int | None, list[Message]]:
-        """The chat's history version and its raw messages with summaries in place, read once per pass."""
-        async with self.db.session() as session:
+        """The chat's history version and its raw messages with summaries in place, read once per pass.
+
+        A read-only session: on SQLite a write session holds the process's write lock for the whole read,
+        and every other chat's turn would wait for a long history to load (the commit checks the version).
+        """
+        async with self.db.session(write=False) as session:
             repos = Repositories(session)
             version = await repos.compaction.history_version(chat_id)
             rows = await repos.compaction.unsummarized(chat_id)
-            return version, merge(rows, await repos.compaction.active_summaries(chat_id))
+            summaries = await repos.compaction.active_summaries(chat_id)
+        return version, await asyncio.to_thread(merge, rows, summaries)
 
     async def _one_pass(
         self,
@@ -357,14 +362,15 @@ class Compactor:
         rejection teaches the factor and shrinks the pass once, instead of failing it.
         """
         base = profile_for(summarizer.model)
-        async with self.db.session() as session:
+        async with self.db.session(write=False) as session:
             counting = await counting_for(Repositories(session), summarizer.model, base)
         summarizer_profile = counting.profile
         for attempt in range(2):
             budget = input_budget(summarizer.window, count=summarizer_profile.count)
             if budget <= 0:
                 return PassResult(error_code="COMPACTION_WINDOW_TOO_SMALL")
-            selection = select_fold(
+            selection = await asyncio.to_thread(
+                select_fold,
                 history,
                 target_tokens=target,
                 input_budget=budget,
@@ -374,7 +380,9 @@ class Compactor:
             if selection.empty:
                 return None
             try:
-                prompt = build_prompt(selection.fold, budget_tokens=budget, count=summarizer_profile.count)
+                prompt = await asyncio.to_thread(
+                    build_prompt, selection.fold, budget_tokens=budget, count=summarizer_profile.count
+                )
             except SummarizerInputTooLarge:
                 return PassResult(error_code="COMPACTION_INPUT_TOO_LARGE")  # C9: before any model call
             provider = summarizer.provider
@@ -400,8 +408,8 @@ class Compactor:
         await learn(self.db, summarizer.model, base, prompt.messages(), reply.usage)
         used_in = reply.usage.input_tokens if reply.usage else 0
         used_out = reply.usage.output_tokens if reply.usage else 0
-        verdict, record = accept_summary(
-            reply.text, reply.finish_reason, selection, message_id=new_id(), counter=profile
+        verdict, record = await asyncio.to_thread(
+            accept_summary, reply.text, reply.finish_reason, selection, message_id=new_id(), counter=profile
         )
         if not verdict.ok or record is None:
             code = REJECTED.get(verdict.reason or "", "COMPACTION_SUMMARY_REJECTED")

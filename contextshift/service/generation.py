@@ -25,6 +25,7 @@ import anyio
 
 from ..core.errors import TokenBudgetExceeded
 from ..core.tokens import TokenizerProfile
+from ..core.vocabulary import SUMMARIZED
 from ..pipeline import PipelineResult
 from ..providers import (
     ChatRequest,
@@ -44,7 +45,18 @@ from .compaction import Compactor
 from .counting import ServerCounting, run_counted
 from .errors import Refusal, ServiceError, not_found
 from .recovery import ContextRetry
-from .replies import FAILED, TurnFailed, partial_message, persist, reply_message, reply_meta, retry_input
+from .replies import (
+    FAILED,
+    REDO_ERROR,
+    Redo,
+    TurnFailed,
+    partial_message,
+    persist,
+    redo_target,
+    reply_message,
+    reply_meta,
+    retry_input,
+)
 from .streaming import DEFAULT_HEARTBEAT, EventPump, Heartbeat
 from .titles import title_untitled
 from .turn import Turn, chat_and_bot, load_turn, profile_for, require_generation_ready, resolve_model
@@ -82,14 +94,25 @@ GenerationEvent = Token | Done | Failed
 
 @dataclass(slots=True)
 class _Running:
-    """A started turn: its hold on the chat and the user message it answers."""
+    """A started turn: its hold on the chat, the user message it answers and the reply it redoes, if any."""
 
     hold: TurnHold
-    input_id: str
+    input_id: str | None
+    redo: Redo | None = None
 
 
 def _refusal_of(code: str) -> Refusal:
     return Refusal.UPSTREAM_TIMEOUT if code == PROVIDER_TIMEOUT else Refusal.UPSTREAM_FAILED
+
+
+def history_counts(turn: Turn, result: PipelineResult) -> dict[str, int] | None:
+    """What the entries cannot list, for a chat: history older than the window, and every message a summary
+    stands for (stored compaction summaries, counted in full, and what this prompt's ``summarize`` folded)."""
+    if turn.history is None:
+        return None
+    stored = {m.id for m in turn.request.sources.summarized}  # already in the database count
+    folded = sum(1 for e in result.entries if e.reason == SUMMARIZED and e.identifier not in stored)
+    return {**turn.history, "summarized": turn.history["summarized"] + folded}
 
 
 def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
@@ -99,6 +122,7 @@ def preview_payload(turn: Turn, result: PipelineResult) -> dict[str, Any]:
         "model": turn.model.name if turn.model else None,
         **result.to_dict(),
         "calibration": turn.counting.report(turn.profile) if turn.counting else None,
+        "history": history_counts(turn, result),
     }
 
 
@@ -242,18 +266,25 @@ class Generations:
     # -- generation ---------------------------------------------------------------------------------------
 
     async def start(
-        self, chat_id: str, content: str | None, max_tokens: int | None, *, retry_of: str | None = None
+        self,
+        chat_id: str,
+        content: str | None,
+        max_tokens: int | None,
+        *,
+        retry_of: str | None = None,
+        redo: Redo | None = None,
     ) -> tuple[str, Turn, PipelineResult]:
-        """Wait for the chat's turn, append the input (or take back the failed input ``retry_of``), build the
-        prompt and prepare the audit; raise before anything is sent. The turn is held until :meth:`stream`
-        (or :meth:`complete`) ends; a caller that does neither must call :meth:`end`."""
+        """Wait for the chat's turn, append the input (or take back the failed input ``retry_of``, or take the
+        newest reply to ``redo``), build the prompt and prepare the audit; raise before anything is sent. The
+        turn is held until :meth:`stream` (or :meth:`complete`) ends; a caller that does neither must call
+        :meth:`end`."""
         hold = await self.turns.acquire(chat_id)
         try:
-            generation_id, turn, result, input_id = await self._prepare(chat_id, content, max_tokens, retry_of)
+            generation_id, turn, result, input_id = await self._prepare(chat_id, content, max_tokens, retry_of, redo)
         except BaseException:
             await hold.release()
             raise
-        self._running[generation_id] = _Running(hold, input_id)
+        self._running[generation_id] = _Running(hold, input_id, redo)
         return generation_id, turn, result
 
     async def end(self, generation_id: str) -> None:
@@ -266,9 +297,30 @@ class Generations:
         running = self._running.get(generation_id)
         return running.input_id if running else None
 
+    def _redo(self, generation_id: str) -> Redo | None:
+        running = self._running.get(generation_id)
+        return running.redo if running else None
+
+    async def _keep_reply(
+        self, repos: Repositories, chat_id: str, generation_id: str, message: dict[str, Any]
+    ) -> MessageRow:
+        """Store a turn's reply: a new message, or a new version of the reply it regenerates, or the rest of
+        the reply it continues."""
+        redo = self._redo(generation_id)
+        row: MessageRow | None
+        if redo is None:
+            return await repos.messages.append(chat_id, message)
+        if redo.action == "regenerate":
+            row = await repos.messages.add_alternative(chat_id, redo.message_id, message)
+        else:
+            row = await repos.messages.extend_reply(chat_id, redo.message_id, message["content"], message["meta"])
+        if row is None:  # deleted while the turn ran: kept as a new message rather than lost (N5)
+            return await repos.messages.append(chat_id, message)
+        return row
+
     async def _prepare(
-        self, chat_id: str, content: str | None, max_tokens: int | None, retry_of: str | None
-    ) -> tuple[str, Turn, PipelineResult, str]:
+        self, chat_id: str, content: str | None, max_tokens: int | None, retry_of: str | None, redo: Redo | None
+    ) -> tuple[str, Turn, PipelineResult, str | None]:
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
         note = await self._compact_before_send(chat_id)
@@ -277,14 +329,28 @@ class Generations:
         async with self.db.session() as session:
             repos = Repositories(session)
             chat, bot = await chat_and_bot(repos, chat_id)
-            if retry_of is not None:
-                input_row = await retry_input(repos, chat.id, retry_of)
+            before_seq: int | None = None
+            input_id: str | None
+            if redo is not None:
+                target = await redo_target(repos, chat.id, redo)
+                reply_to = (target.meta or {}).get("reply_to")
+                input_id = reply_to if isinstance(reply_to, str) else None
+                if redo.action == "regenerate":
+                    before_seq = target.seq  # the prompt the reply answered, without the reply
+            elif retry_of is not None:
+                input_id = (await retry_input(repos, chat.id, retry_of)).id
             else:
-                input_row = await repos.messages.append(chat.id, {"role": "user", "content": content or ""})
+                input_id = (await repos.messages.append(chat.id, {"role": "user", "content": content or ""})).id
                 await title_untitled(repos, chat, content or "")
-            input_id = input_row.id
             turn = await load_turn(
-                repos, bot=bot, chat=chat, draft=None, max_tokens=max_tokens, preview=False, server_counting=counting
+                repos,
+                bot=bot,
+                chat=chat,
+                draft=None,
+                max_tokens=max_tokens,
+                preview=False,
+                server_counting=counting,
+                before_seq=before_seq,
             )
             if note is not None:
                 turn.notes.append(note)
@@ -341,7 +407,7 @@ class Generations:
         )
 
         async def write(repos: Repositories) -> MessageRow:
-            row = await repos.messages.append(chat_id, message)
+            row = await self._keep_reply(repos, chat_id, generation_id, message)
             updates = {**(audit_updates or {}), "reply_message_id": row.id}
             await repos.audits.finish(chat_id, generation_id, "completed", usage=usage, payload_updates=updates)
             await repos.compaction.add_usage(
@@ -372,7 +438,7 @@ class Generations:
         message = partial_message(meta, text, reason, code)
 
         async def write(repos: Repositories) -> MessageRow:
-            row = await repos.messages.append(chat_id, message)
+            row = await self._keep_reply(repos, chat_id, generation_id, message)
             status = "failed" if error is not None else "cancelled"
             updates = {**(audit_updates or {}), "reply_message_id": row.id}
             await repos.audits.finish(
@@ -391,13 +457,18 @@ class Generations:
         cancelled: bool = False,
         audit_updates: dict[str, Any] | None = None,
     ) -> None:
-        """End the audit as failed (or cancelled) and keep the input, marked ``meta.failed`` (N5)."""
+        """End the audit as failed (or cancelled) and keep the input, marked ``meta.failed`` (N5); a redo
+        leaves its reply as it was and records the error on it (``meta.error``)."""
         status = "cancelled" if cancelled else "failed"
         error_code = "GENERATION_CANCELLED" if cancelled else code
         input_id = self._input_id(generation_id)
+        redo = self._redo(generation_id)
 
         async def write(repos: Repositories) -> None:
-            if input_id is not None:
+            if redo is not None:
+                error = {REDO_ERROR: {"code": error_code, "action": redo.action}}
+                await repos.messages.patch(chat_id, redo.message_id, {"meta": error})
+            elif input_id is not None:
                 await repos.messages.patch(chat_id, input_id, {"meta": {FAILED: {"code": error_code}}})
             await repos.audits.finish(
                 chat_id, generation_id, status, error_code=error_code, payload_updates=audit_updates
@@ -405,15 +476,25 @@ class Generations:
 
         await persist(self.db, write, what="a failed turn")
 
+    def _kept_input(self, generation_id: str) -> str | None:
+        """The input a failed turn kept with ``meta.failed`` (none for a redo: its input was answered before)."""
+        return None if self._redo(generation_id) is not None else self._input_id(generation_id)
+
     def _turn_failed(self, generation_id: str, error: ProviderError) -> TurnFailed:
         return TurnFailed(
-            _refusal_of(error.code), error.code, error.message, input_message_id=self._input_id(generation_id)
+            _refusal_of(error.code), error.code, error.message, input_message_id=self._kept_input(generation_id)
         )
 
     async def complete(
-        self, chat_id: str, content: str | None, max_tokens: int | None, *, retry_of: str | None = None
+        self,
+        chat_id: str,
+        content: str | None,
+        max_tokens: int | None,
+        *,
+        retry_of: str | None = None,
+        redo: Redo | None = None,
     ) -> Done:
-        generation_id, turn, result = await self.start(chat_id, content, max_tokens, retry_of=retry_of)
+        generation_id, turn, result = await self.start(chat_id, content, max_tokens, retry_of=retry_of, redo=redo)
         try:
             return await self._complete(chat_id, generation_id, turn, result)
         finally:
@@ -512,7 +593,7 @@ class Generations:
                     yield Failed(error.code, error.message, partial=partial)
                 else:
                     await self.finish_failed(chat_id, generation_id, error.code, audit_updates=updates)
-                    yield Failed(error.code, error.message, input_message_id=self._input_id(generation_id))
+                    yield Failed(error.code, error.message, input_message_id=self._kept_input(generation_id))
                 return
             except TokenBudgetExceeded as budget_error:  # from count_tokens (the audit is finished)
                 yield Failed(budget_error.code, budget_error.message)

@@ -1,8 +1,9 @@
 """A chat's history as the pipeline and the summarizer see it: raw messages with summaries in place.
 
 A committed summary stands where the first message it covers was (its ``anchor_seq``); the messages it
-covers are not loaded. Slash-command exchanges (``meta.command``) are the service talking to the user,
-not conversation, and never reach a model.
+covers are not loaded, except pinned ones: a pinned message comes back raw in its own place, and the
+pipeline's assembly then lets the summary stand only for the rest. Slash-command exchanges
+(``meta.command``) are the service talking to the user, not conversation, and never reach a model.
 """
 
 from __future__ import annotations

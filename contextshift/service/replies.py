@@ -9,6 +9,10 @@
 - A turn that failed before any text keeps its input: the user message gets ``meta.failed`` (the error
   code) and is left out of later prompts (:func:`is_failed_input`) until it is retried.
 - Every assistant message records the user message it answers in ``meta.reply_to``.
+- A turn can redo the chat's newest reply (:class:`Redo`): ``regenerate`` builds the prompt from the history
+  before it and stores the new reply as another version of it (the earlier ones stay, to page through);
+  ``continue`` sends the history with the reply last and adds what comes to it. A redo that fails before
+  any text leaves the reply as it was and records the error on it (``meta.error``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 import anyio
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -36,6 +41,8 @@ REPLY_TO = "reply_to"
 PARTIAL = "partial"
 PARTIAL_REASON = "partial_reason"
 FAILED = FAILED_KEY
+#: The meta key of a reply whose regenerate or continue failed before any text: ``{"code", "action"}``.
+REDO_ERROR = "error"
 
 #: How often storing a turn's outcome is tried, and the longest pause between attempts (seconds).
 STORE_ATTEMPTS = 8
@@ -121,3 +128,38 @@ async def retry_input(repos: Repositories, chat_id: str, message_id: str) -> Mes
     patched = await repos.messages.patch(chat_id, message_id, {"meta": {FAILED: None}})
     assert patched is not None
     return patched
+
+
+@dataclass(frozen=True, slots=True)
+class Redo:
+    """A turn that redoes the chat's newest reply instead of answering new input."""
+
+    action: Literal["regenerate", "continue"]
+    message_id: str
+
+
+async def redo_target(repos: Repositories, chat_id: str, redo: Redo) -> MessageRow:
+    """The reply ``redo`` works on: the chat's newest message, an assistant reply (409 ``REDO_NOT_POSSIBLE``);
+    ``continue`` also needs a text reply without tool calls."""
+    row = await repos.messages.get(redo.message_id, chat_id)
+    if row is None:
+        raise ServiceError(
+            Refusal.NOT_FOUND,
+            "MESSAGE_NOT_FOUND",
+            f"No message with id {redo.message_id!r}.",
+            message_id=redo.message_id,
+        )
+    newest = await repos.messages.list_page(chat_id, limit=1)
+    usable = row.role == "assistant" and bool(newest.rows) and newest.rows[0].id == row.id
+    if redo.action == "continue" and (row.tool_calls or not isinstance(row.content, str)):
+        usable = False
+    if not usable or (row.meta or {}).get("command"):
+        raise ServiceError(
+            Refusal.CONFLICT,
+            "REDO_NOT_POSSIBLE",
+            f"Only the chat's newest message, a reply of the model, can be used to {redo.action}"
+            + (" (a text reply without tool calls)." if redo.action == "continue" else "."),
+            message_id=redo.message_id,
+            action=redo.action,
+        )
+    return row

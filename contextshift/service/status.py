@@ -68,7 +68,9 @@ async def chat_status(
             reason = "cooldown"
         last = await repos.compaction.last_finished_log(chat_id)
         hit_rate = chat.usage_cached_tokens / chat.usage_input_tokens if chat.usage_input_tokens else None
-        tools = sorted((chat.tools_used or {}).items(), key=lambda item: (-int(item[1]), item[0]))
+        # Counted from the stored calls, so imported history counts too (chat.tools_used saw only new replies).
+        used = await repos.messages.tools_used(chat_id)
+        tools = sorted(used.items(), key=lambda item: (-int(item[1]), item[0]))
         status = {
             "context": {
                 "tokens": tokens,

@@ -18,7 +18,7 @@ from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sourc
 from ..pipeline.interceptors import Interceptor
 from ..providers import to_anthropic_messages, to_openai_messages
 from ..storage import Repositories, row_to_message
-from ..storage.tables import BotRow, ChatRow, ModelRow, ProviderRow
+from ..storage.tables import BotRow, ChatRow, MessageRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
 from ..tokenizers.server import ServerTokenizer
 from .calibration import Counting, counting_for
@@ -45,6 +45,9 @@ class Turn:
     request: PipelineRequest
     notes: list[str] = field(default_factory=list)
     counting: Counting | None = None
+    #: What the prompt's entries cannot list: history older than the loaded window (``not_loaded``, left
+    #: out by any shift) and messages a summary stands for (``summarized``), counted in the database.
+    history: dict[str, int] | None = None
 
     @property
     def base_profile(self) -> TokenizerProfile:
@@ -118,6 +121,15 @@ def require_generation_ready(bot: BotRow, model: ModelRow | None, provider: Prov
     check_provider_url(provider.base_url)
 
 
+async def _not_loaded(repos: Repositories, chat_id: str, window: list[MessageRow], loaded: list[MessageRow]) -> int:
+    """How many raw messages lie before the window's oldest unpinned row, less those recall brought back."""
+    start = min((r.seq for r in window if not r.pinned), default=None)
+    if start is None:
+        return 0
+    recalled = sum(1 for r in loaded if r.seq < start and not r.pinned and r.summary_id is None)
+    return max(0, await repos.messages.count_older_raw(chat_id, start) - recalled)
+
+
 async def load_turn(
     repos: Repositories,
     *,
@@ -127,11 +139,13 @@ async def load_turn(
     max_tokens: int | None,
     preview: bool,
     server_counting: ServerCounting | None = None,
+    before_seq: int | None = None,
 ) -> Turn:
     """Build the pipeline request of a turn. ``draft`` None means the input is already the last message.
 
     With ``server_counting``, a provider that tokenizes (T5) gives the ``server`` profile; the history window is
-    still read with the offline profile (its estimates are what ``message_tokens`` stores).
+    still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq``
+    ends the history before that message (a regenerated reply is not part of its own prompt).
     """
     model, provider = await resolve_model(repos, bot)
     embedder = configured_embedder()  # checked at start-up, so never raises here
@@ -175,10 +189,18 @@ async def load_turn(
     ]
     history = []
     summarized: list[Any] = []
-    if chat is not None and limit - reserve > 0:
+    counts: dict[str, int] | None = None
+    if chat is not None:
+        counts = {"not_loaded": 0, "summarized": await repos.messages.count_summarized(chat.id)}
+    if chat is not None and counts is not None and limit - reserve > 0:
         # Stored counts are the model's own (uncalibrated) ones; read as far as the calibrated budget reaches.
         window = await repos.messages.recent_window(
-            chat.id, base.name, math.ceil((limit - reserve) / scale), base.count, store_counts=not preview
+            chat.id,
+            base.name,
+            math.ceil((limit - reserve) / scale),
+            base.count,
+            store_counts=not preview,
+            before_seq=before_seq,
         )
         summaries = await repos.compaction.active_summaries(chat.id)
         rows = window.rows
@@ -188,7 +210,10 @@ async def load_turn(
         history = merge([r for r in rows if not is_command(r)], summaries)
         # The newest messages each summary stands for, for the audit (bounded: never the whole chat).
         recent_covered = [i for s in summaries for i in s.covers[-AUDITED_COVERED:]]
-        summarized = [row_to_message(r) for r in await repos.compaction.covered(chat.id, recent_covered)]
+        raw = {r.id for r in rows}  # a pinned summarized message is back in the history raw, not summarized
+        summarized = [
+            row_to_message(r) for r in await repos.compaction.covered(chat.id, recent_covered) if r.id not in raw
+        ]
         if isinstance(base, ChatFormatProfile):
             for message in history:  # counts stored by an earlier turn spare the tokenizer after a restart (T4)
                 stored = window.tokens.get(message.id)
@@ -196,6 +221,7 @@ async def load_turn(
                     base.cache.put(message.text, stored)
         if window.has_more:
             notes.append("older history was not loaded: it lies beyond what any shift could keep")
+            counts["not_loaded"] = await _not_loaded(repos, chat.id, window.rows, rows)
     interceptors: list[Interceptor] = []
     if bot.author_note:
         interceptors.append(AuthorNote(bot.author_note, bot.author_note_depth))
@@ -225,6 +251,7 @@ async def load_turn(
         embedder=embedder,
     )
     return Turn(
+        history=counts,
         bot=bot,
         chat=chat,
         model=model,

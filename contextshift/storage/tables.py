@@ -258,6 +258,10 @@ class MessageRow(Base):
     #: The summary that stands for this message in prompts (C8: raw messages are never deleted).
     summary_id: Mapped[str | None] = mapped_column(ID, nullable=True)
     created_at: Mapped[datetime] = _created()
+    #: Every version of a regenerated reply (``content``, ``tool_calls``, the reply's ``meta``), oldest first;
+    #: null until a reply is regenerated. ``alternative`` is the one the row shows (and prompts use).
+    alternatives: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONOrNull, nullable=True)
+    alternative: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class MessageTokensRow(Base):

@@ -58,7 +58,8 @@ def test_failed_generation_in_plain_words(page: Any, app: App) -> None:
     composer = page.get_by_label("Message", exact=True)
     composer.fill("Hello?")
     composer.press("Enter")
-    notice = page.locator(".notice-msg.error")
+    # The input is kept and the error stays on it (a reload shows it too), in plain words.
+    notice = page.locator(".msg.role-user .msg-error")
     expect(notice).to_contain_text("PROVIDER_AUTH")
     expect(notice).to_contain_text("refused the API key")
     assert "SECRET" not in page.content()

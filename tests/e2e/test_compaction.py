@@ -3,6 +3,7 @@ session status panel's "Compact now", the summary in the history, the bot's Comp
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -79,6 +80,8 @@ def test_compaction_settings_compact_now_summary_and_log(page: Any, app: App) ->
         page.get_by_role("button", name="Compact now").click()
         expect(status.locator(".compact-result")).to_contain_text("Compacted")
         expect(page.locator(".summary-card")).to_contain_text("Summary: planning a long weekend in Porto")
+        # A long run of summarized messages is collapsed until asked for.
+        page.get_by_role("button", name=re.compile(r"^Show \d+ summarized messages$")).click()
         summarized = page.locator(".msg.summarized")
         expect(summarized.first).to_contain_text("summarized")
         assert summarized.count() >= 2

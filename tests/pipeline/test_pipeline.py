@@ -321,3 +321,26 @@ def test_the_pipeline_recalls_excluded_history_when_the_bot_selects_recall_and_t
     assert reasons["c7"] == (True, "fit")
     assert reasons["c0"] == (False, "context-shift")
     assert result.budget["prompt_tokens"] <= 70
+
+
+def test_a_pinned_message_a_stored_summary_covers_is_sent_raw_and_the_summary_stands_for_the_rest() -> None:
+    """Pin on a summarized message: the service loads it raw beside its summary; the pipeline sends both."""
+    covered = history(("h1", "user", "we met in Porto"), ("h3", "user", "the hotel is near Alfama"))
+    pinned = Message(id="h2", role="assistant", content="the flight is on 14 March", source="history", pinned=True)
+    summary = Message(
+        id="sum-1",
+        role="system",
+        content="Summary: Porto, a flight, Alfama.",
+        source="summary",
+        meta={"covers": ["h1", "h2", "h3"]},
+    )
+    sources = Sources(history=[summary, pinned], user_input="when do we fly?", summarized=covered)
+    result = run_pipeline(request(sources, context_limit=400))
+    reasons = {e.identifier: (e.included, e.reason) for e in result.entries}
+    assert reasons["h2"] == (True, "protected")
+    assert reasons["h1"] == reasons["h3"] == (False, "summarized")
+    assert [e.identifier for e in result.entries].count("h2") == 1
+    block = next(e for e in result.entries if e.identifier == "sum-1")
+    assert block.included and block.stands_for == ["h1", "h3"]
+    assert [m.id for m in result.messages] == ["sum-1", "h2", "core.current-input"]
+    assert summary.meta["covers"] == ["h1", "h2", "h3"]  # the input is not changed

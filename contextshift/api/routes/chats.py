@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from ...service.errors import not_found
+from ...core.vocabulary import Role
+from ...service.errors import Refusal, ServiceError, not_found
 from ...service.titles import title_untitled
+from ...storage import row_to_message
+from ...storage.repositories.search import search_chats as search_chats_in
 from .. import schemas as s
 from .. import views
 from ..auth import Caller, Principal
@@ -55,6 +58,57 @@ async def list_chats(
 ) -> dict[str, Any]:
     rows = await repos.chats.list_all(bot_id=bot_id, limit=limit, offset=offset, owner_id=principal.user_id)
     return {"chats": [views.chat(r) for r in rows]}
+
+
+class ChatHitMessage(BaseModel):
+    id: str
+    seq: int
+    role: Role
+    excerpt: str = Field(description="The matching message's text, cut around the first word searched for")
+
+
+class ChatHit(BaseModel):
+    chat: s.ChatOut
+    message: ChatHitMessage | None = Field(description="The newest matching message; null when the title matched")
+
+
+class ChatSearchOut(BaseModel):
+    results: list[ChatHit]
+
+
+#: Characters of a matching message shown around the first word found.
+EXCERPT_CHARS = 160
+
+
+def _excerpt(row: Any, query: str) -> str:
+    text = " ".join(str(row_to_message(row).text).split())
+    words = [w for w in query.lower().split() if w]
+    at = min((i for i in (text.lower().find(w[:5]) for w in words) if i >= 0), default=0)
+    start = max(0, at - EXCERPT_CHARS // 3)
+    cut = text[start : start + EXCERPT_CHARS]
+    return ("…" if start else "") + cut + ("…" if start + EXCERPT_CHARS < len(text) else "")
+
+
+@router.get("/search/chats", response_model=ChatSearchOut)
+async def search_chats(
+    principal: Caller,
+    repos: Repos,
+    q: Annotated[str, Query(min_length=1, max_length=200, description="Words of a title or a message")],
+    limit: Annotated[int, Query(ge=1, le=100)] = 30,
+) -> dict[str, Any]:
+    """Your chats whose title holds ``q``, or one of whose messages holds all its words (stemmed, through the
+    full-text index), most recently updated first, each with its newest matching message."""
+    hits = await search_chats_in(repos.session, q, owner_id=principal.user_id, limit=limit)
+    results = []
+    for chat_id, row in hits:
+        chat = await repos.chats.get(chat_id)
+        if chat is None:
+            continue
+        message = None
+        if row is not None:
+            message = ChatHitMessage(id=row.id, seq=row.seq, role=row.role, excerpt=_excerpt(row, q))  # type: ignore[arg-type]
+        results.append(ChatHit(chat=views.chat(chat), message=message))
+    return {"results": results}
 
 
 @router.get("/chats/{chat_id}", response_model=ChatEnvelope, responses=error_responses(404))
@@ -109,12 +163,42 @@ async def list_messages(
     return {"messages": [views.message(r) for r in reversed(page.rows)], "has_more": page.has_more}
 
 
-@router.patch("/chats/{chat_id}/messages/{message_id}", response_model=MessageEnvelope, responses=error_responses(404))
+@router.patch(
+    "/chats/{chat_id}/messages/{message_id}", response_model=MessageEnvelope, responses=error_responses(404, 409)
+)
 async def patch_message(
     chat_id: str, message_id: str, body: s.MessagePatch, principal: Caller, repos: Repos
 ) -> dict[str, Any]:
+    """Pin, exclude (``meta.manualExcluded``), edit the text of a user message (``content``), or choose which
+    version of a regenerated reply is shown and sent (``alternative``). Every check runs before any change."""
     await _chat(repos, chat_id, principal)
-    row = await repos.messages.patch(chat_id, message_id, body.model_dump(exclude_none=True))
+    current = await repos.messages.get(message_id, chat_id)
+    if current is None:
+        raise not_found("message", message_id)
+    if body.content is not None and (current.role != "user" or (current.meta or {}).get("command")):
+        raise ServiceError(
+            Refusal.CONFLICT,
+            "MESSAGE_NOT_EDITABLE",
+            "Only the text of your own messages can be edited (not replies, tool results or commands).",
+            message_id=message_id,
+        )
+    if body.alternative is not None and body.alternative >= len(current.alternatives or []) + (
+        0 if current.alternatives else 1
+    ):
+        raise ServiceError(
+            Refusal.UNPROCESSABLE,
+            "ALTERNATIVE_NOT_FOUND",
+            f"This message has no version {body.alternative}.",
+            message_id=message_id,
+            alternatives=len(current.alternatives or []) or 1,
+        )
+    row = await repos.messages.patch(
+        chat_id, message_id, body.model_dump(exclude_none=True, include={"pinned", "meta"})
+    )
+    if row is not None and body.content is not None:
+        row = await repos.messages.edit_content(chat_id, message_id, body.content)
+    if row is not None and body.alternative is not None:
+        row = await repos.messages.choose_alternative(chat_id, message_id, body.alternative)
     if row is None:
         raise not_found("message", message_id)
     return {"message": views.message(row)}

@@ -12,6 +12,7 @@ from fastapi.responses import StreamingResponse
 from ...core.errors import TokenBudgetExceeded
 from ...service.commands import command_of, run_command
 from ...service.generation import Done, Failed, Token
+from ...service.replies import Redo
 from ...service.streaming import Heartbeat
 from .. import schemas as s
 from .. import views
@@ -31,7 +32,9 @@ SSE_DESCRIPTION = (
     "While nothing else is sent (waiting for the first token), an SSE comment `: heartbeat` comes every 15 s. "
     "An `error` after some text carries `partial`: the reply as stored with what was streamed "
     "(`meta.partial`); one before any text carries `input_message_id`: the input, kept with `meta.failed` "
-    "and left out of later prompts until retried with `retry_of`. A second turn on a chat whose turn is "
+    "and left out of later prompts until retried with `retry_of`. With `regenerate_of` or `continue_of` (the chat's "
+    "newest reply; else 409 REDO_NOT_POSSIBLE) the `done` message is that reply, with a new version or more text; "
+    "a redo that fails before any text leaves it as it was, with `meta.error`. A second turn on a chat whose turn is "
     "still running waits for it (up to 30 s), then gets 409 CHAT_BUSY."
 )
 
@@ -65,12 +68,19 @@ async def generate(
             yield _sse("done", {"message": answer.model_dump(mode="json"), "usage": None})
 
         return StreamingResponse(answered(), media_type="text/event-stream")
+    redo = (
+        Redo("regenerate", body.regenerate_of)
+        if body.regenerate_of is not None
+        else Redo("continue", body.continue_of)
+        if body.continue_of is not None
+        else None
+    )
     if not body.stream:
-        done = await service.complete(chat_id, body.content, body.max_tokens, retry_of=body.retry_of)
+        done = await service.complete(chat_id, body.content, body.max_tokens, retry_of=body.retry_of, redo=redo)
         return {"message": views.message(done.message), "usage": views.usage(done.usage)}
     try:
         generation_id, turn, result = await service.start(
-            chat_id, body.content, body.max_tokens, retry_of=body.retry_of
+            chat_id, body.content, body.max_tokens, retry_of=body.retry_of, redo=redo
         )
     except TokenBudgetExceeded as error:
         failure = {"code": error.code, "message": error.message, "params": budget_params(error)}

@@ -10,18 +10,42 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, true, update
+from sqlalchemy import Text, cast, delete, func, insert, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ...core.messages import MessageLike
 from ..errors import InvalidValue, NotFound
-from ..tables import ChatRow, MessageRow
+from ..tables import ChatRow, MessageRow, MessageTokensRow
 from ..types import new_id, utcnow
-from ._common import boolean, execute_rowcount, integer, json_object
+from ._common import boolean, execute_rowcount, integer, json_object, text_value
 from .convert import check_json, merge_meta, message_values, row_to_message
 from .window import DEFAULT_PAGE_SIZE, RecentWindow, recent_window
 
-__all__ = ["MessagePage", "MessageRepository", "merge_meta", "message_values", "row_to_message"]
+__all__ = ["REPLY_KEYS", "MessagePage", "MessageRepository", "merge_meta", "message_values", "row_to_message"]
+
+#: The ``meta`` keys a turn writes on its reply: they belong to one version of a reply (its generation, usage,
+#: whether it is partial, what went wrong); every other key (``manualExcluded``) is the user's, kept across versions.
+REPLY_KEYS = frozenset(
+    {
+        "generation_id",
+        "reply_to",
+        "finish_reason",
+        "usage",
+        "token_budget",
+        "context_strategy",
+        "excluded_context_count",
+        "partial",
+        "partial_reason",
+        "error_code",
+        "error",
+    }
+)
+
+
+def _version_of(row: MessageRow) -> dict[str, Any]:
+    """The row's reply as one version (a redo's error belongs to the attempt, not to the version)."""
+    meta = {k: v for k, v in (row.meta or {}).items() if k in REPLY_KEYS and k != "error"}
+    return {"content": row.content, "tool_calls": row.tool_calls, "meta": meta}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +131,88 @@ class MessageRepository:
         await self.session.flush()
         return row
 
+    async def edit_content(self, chat_id: str, message_id: str, content: str) -> MessageRow | None:
+        """Replace a message's text; its stored token counts go (they counted the old text)."""
+        text_value("content", content, required=True, max_length=2_000_000)
+        check_json("content", content)
+        row = await self.get(message_id, chat_id)
+        if row is None:
+            return None
+        row.content = content
+        await self.session.execute(delete(MessageTokensRow).where(MessageTokensRow.message_id == message_id))
+        await self._bump(chat_id)
+        await self.session.flush()
+        return row
+
+    async def add_alternative(self, chat_id: str, message_id: str, version: Mapping[str, Any]) -> MessageRow | None:
+        """Show a new version of a reply (``content``, ``tool_calls``, ``meta``), keeping the earlier ones.
+
+        The row's reply keys of ``meta`` (:data:`REPLY_KEYS`) are the version's; the user's own keys
+        (``manualExcluded``) stay. The new version is the last of ``alternatives`` and the one shown.
+        """
+        row = await self.get(message_id, chat_id)
+        if row is None:
+            return None
+        versions = list(row.alternatives or [_version_of(row)])
+        new = {
+            "content": version.get("content", ""),
+            "tool_calls": version.get("tool_calls"),
+            "meta": dict(version.get("meta") or {}),
+        }
+        check_json("alternative", new)
+        versions.append(new)
+        self._show(row, versions, len(versions) - 1)
+        await self._changed(chat_id, message_id)
+        return row
+
+    async def choose_alternative(self, chat_id: str, message_id: str, index: int) -> MessageRow | None:
+        """Show version ``index`` of a regenerated reply (``InvalidValue`` when there is no such version)."""
+        row = await self.get(message_id, chat_id)
+        if row is None:
+            return None
+        versions = list(row.alternatives or [_version_of(row)])
+        index = integer("alternative", index)
+        if not 0 <= index < len(versions):
+            raise InvalidValue("alternative", f"must be from 0 to {len(versions) - 1}")
+        if index != (row.alternative or 0):
+            self._show(row, versions, index)
+            await self._changed(chat_id, message_id)
+        return row
+
+    async def extend_reply(
+        self, chat_id: str, message_id: str, text: str, meta: Mapping[str, Any]
+    ) -> MessageRow | None:
+        """Continue a reply: ``text`` is added to its content and ``meta`` replaces its reply keys (a
+        continued partial reply that finished is whole again)."""
+        row = await self.get(message_id, chat_id)
+        if row is None:
+            return None
+        content = row.content if isinstance(row.content, str) else ""
+        versions = list(row.alternatives or [])
+        self_meta = {k: v for k, v in (row.meta or {}).items() if k not in REPLY_KEYS}
+        row.content = content + text
+        row.meta = {**self_meta, **dict(meta)}
+        if versions:
+            versions[row.alternative or 0] = _version_of(row)
+            row.alternatives = versions
+        await self._changed(chat_id, message_id)
+        return row
+
+    @staticmethod
+    def _show(row: MessageRow, versions: list[dict[str, Any]], index: int) -> None:
+        shown = versions[index]
+        own = {k: v for k, v in (row.meta or {}).items() if k not in REPLY_KEYS}
+        row.content = shown.get("content", "")
+        row.tool_calls = shown.get("tool_calls") or None
+        row.meta = {**own, **dict(shown.get("meta") or {})}
+        row.alternatives = versions
+        row.alternative = index
+
+    async def _changed(self, chat_id: str, message_id: str) -> None:
+        await self.session.execute(delete(MessageTokensRow).where(MessageTokensRow.message_id == message_id))
+        await self._bump(chat_id)
+        await self.session.flush()
+
     async def delete(self, chat_id: str, message_id: str) -> bool:
         """Delete one message of the chat (its seq is not reused)."""
         statement = delete(MessageRow).where(MessageRow.id == message_id, MessageRow.chat_id == chat_id)
@@ -138,6 +244,48 @@ class MessageRepository:
         query = select(func.count()).select_from(MessageRow).where(MessageRow.chat_id == chat_id)
         return int((await self.session.execute(query)).scalar_one())
 
+    async def tools_used(self, chat_id: str) -> dict[str, int]:
+        """How often each tool was called in the chat, from the stored calls (OpenAI ``tool_calls`` or
+        Anthropic ``tool_use`` parts): what the chat's history says, imported or generated alike."""
+        query = select(MessageRow).where(
+            MessageRow.chat_id == chat_id,
+            MessageRow.role == "assistant",
+            or_(MessageRow.tool_calls.is_not(None), cast(MessageRow.content, Text).contains('"tool_use"')),
+        )
+        counts: dict[str, int] = {}
+        for row in await self.session.scalars(query):
+            names = [call.name for call in row_to_message(row).tool_calls]
+            if isinstance(row.content, list):  # Anthropic tool_use parts stay in the content
+                parts = [p for p in row.content if isinstance(p, dict) and p.get("type") == "tool_use"]
+                names += [str(p.get("name")) for p in parts]
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    async def count_older_raw(self, chat_id: str, before_seq: int) -> int:
+        """Messages older than ``before_seq`` that are neither pinned nor summarized: the history a turn's
+        window did not load (any shift would have dropped them)."""
+        query = (
+            select(func.count())
+            .select_from(MessageRow)
+            .where(
+                MessageRow.chat_id == chat_id,
+                MessageRow.seq < integer("before_seq", before_seq),
+                MessageRow.summary_id.is_(None),
+                MessageRow.pinned != true(),
+            )
+        )
+        return int((await self.session.execute(query)).scalar_one())
+
+    async def count_summarized(self, chat_id: str) -> int:
+        """Messages a compaction summary stands for, pinned ones left out (those are back in prompts raw)."""
+        query = (
+            select(func.count())
+            .select_from(MessageRow)
+            .where(MessageRow.chat_id == chat_id, MessageRow.summary_id.is_not(None), MessageRow.pinned != true())
+        )
+        return int((await self.session.execute(query)).scalar_one())
+
     async def recent_window(
         self,
         chat_id: str,
@@ -147,6 +295,7 @@ class MessageRepository:
         *,
         page_size: int = DEFAULT_PAGE_SIZE,
         store_counts: bool = True,
+        before_seq: int | None = None,
     ) -> RecentWindow:
         """The newest messages worth ``budget_tokens`` plus every pinned one; see :func:`.window.recent_window`."""
         return await recent_window(
@@ -157,4 +306,5 @@ class MessageRepository:
             count_fn,
             page_size=page_size,
             store_counts=store_counts,
+            before_seq=before_seq,
         )

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sqlalchemy import or_, select, text
+from sqlalchemy import func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..tables import MessageRow
+from ..tables import ChatRow, MessageRow
 
 #: The tables, triggers, column and index the search uses (not in ``tables.py``: the schema diff skips them).
 SEARCH_OBJECTS = ("messages_fts", "ix_messages_search", "search_vector")
@@ -142,4 +142,58 @@ async def search_history(
     return sorted(rows.values(), key=lambda r: r.seq), ids
 
 
-__all__ = ["COMMON_WORD", "MAX_WORDS", "SEARCH_OBJECTS", "is_search_object", "search_history", "search_message_ids"]
+#: At most this many matching messages are read to find the chats a search hits (the newest match each).
+CHAT_SEARCH_SCAN = 500
+
+
+async def search_chats(
+    session: AsyncSession, query: str, *, owner_id: str | None, limit: int
+) -> list[tuple[str, MessageRow | None]]:
+    """Chats whose title holds ``query`` or one of whose messages holds all its words, most recently updated
+    first: ``(chat id, the newest matching message or None for a title hit)``. ``owner_id`` limits it to one
+    user's chats. Content is matched through the full-text index (stemmed words), titles by substring."""
+    terms = _words([query])
+    needle = query.strip().lower()
+    if not needle:
+        return []
+    owned = [ChatRow.owner_id == owner_id] if owner_id is not None else []
+    titled = select(ChatRow.id).where(*owned, func.lower(ChatRow.title).contains(needle, autoescape=True))
+    hits: dict[str, MessageRow | None] = {str(i): None for i in await session.scalars(titled.limit(limit))}
+    dialect = session.get_bind().dialect.name
+    if terms and dialect in ("sqlite", "postgresql"):
+        if dialect == "sqlite":
+            match = " AND ".join(f'"{t}"' for t in terms)
+            ids = text(
+                "SELECT m.id FROM messages_fts JOIN messages AS m ON m.rowid = messages_fts.rowid "
+                "WHERE messages_fts MATCH :match ORDER BY m.created_at DESC LIMIT :scan"
+            ).bindparams(match=f"body : ({match})", scan=CHAT_SEARCH_SCAN)
+        else:
+            ids = text(
+                "SELECT id FROM messages WHERE search_vector @@ plainto_tsquery('english', :query) "
+                "ORDER BY created_at DESC LIMIT :scan"
+            ).bindparams(query=" ".join(terms), scan=CHAT_SEARCH_SCAN)
+        found = [str(r[0]) for r in await session.execute(ids)]
+        if found:
+            rows = (
+                select(MessageRow)
+                .join(ChatRow, ChatRow.id == MessageRow.chat_id)
+                .where(*owned, MessageRow.id.in_(found))
+            )
+            for row in sorted(await session.scalars(rows), key=lambda r: r.seq, reverse=True):
+                hits.setdefault(row.chat_id, row)  # a title hit stays a title hit; else the newest message
+    if not hits:
+        return []
+    order = select(ChatRow.id).where(ChatRow.id.in_(list(hits))).order_by(ChatRow.updated_at.desc(), ChatRow.id)
+    return [(str(i), hits[str(i)]) for i in (await session.scalars(order.limit(limit)))]
+
+
+__all__ = [
+    "CHAT_SEARCH_SCAN",
+    "COMMON_WORD",
+    "MAX_WORDS",
+    "SEARCH_OBJECTS",
+    "is_search_object",
+    "search_chats",
+    "search_history",
+    "search_message_ids",
+]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import exists, select, true
+from sqlalchemy import exists, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ...core.messages import Message
@@ -97,14 +97,16 @@ async def recent_window(
     *,
     page_size: int = DEFAULT_PAGE_SIZE,
     store_counts: bool = True,
+    before_seq: int | None = None,
 ) -> RecentWindow:
     """Read the newest messages of a chat until their token counts exceed ``budget_tokens``.
 
     Pages (growing from ``FIRST_PAGE_SIZE`` to ``page_size`` rows) are read newest-first; the missing
     counts of a page are computed with ``count_fn(text)`` and stored in bulk (not with
     ``store_counts=False``, e.g. for a preview that must change nothing). Pinned messages older than
-    the window are always added (a pinned message comes back even if a summary covers it). Messages a
-    compaction summary covers are otherwise left out. Rows come back oldest first.
+    the window are always added. Messages a compaction summary covers are left out unless pinned: pinning
+    a summarized message brings it back raw (the summary still stands for the rest). Rows come back
+    oldest first. With ``before_seq``, the history ends before that message.
     """
     text_value("profile", profile, required=True, max_length=100)
     budget = integer("budget_tokens", budget_tokens)
@@ -114,10 +116,11 @@ async def recent_window(
     tokens: dict[str, int] = {}
     computed = rows_read = used = 0
     stopped = False
-    before: int | None = None
+    before: int | None = None if before_seq is None else integer("before_seq", before_seq)
     while not stopped:
-        # Messages a compaction summary stands for are not history any more (unless pinned, below).
-        query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.summary_id.is_(None))
+        # Messages a compaction summary stands for are not history any more, unless the user pinned them.
+        raw = or_(MessageRow.summary_id.is_(None), MessageRow.pinned == true())
+        query = select(MessageRow).where(MessageRow.chat_id == chat_id, raw)
         if before is not None:
             query = query.where(MessageRow.seq < before)
         page = list(await session.scalars(query.order_by(MessageRow.seq.desc()).limit(size)))
@@ -141,7 +144,7 @@ async def recent_window(
     has_more = False
     if stopped:
         oldest = window[-1].seq
-        older = (MessageRow.chat_id == chat_id, MessageRow.seq < oldest)
+        older = (MessageRow.chat_id == chat_id, MessageRow.seq < oldest)  # before the window: before before_seq
         pinned_query = select(MessageRow).where(*older, MessageRow.pinned == true()).order_by(MessageRow.seq)
         pinned = list(await session.scalars(pinned_query))
         rows_read += len(pinned)

@@ -1,8 +1,8 @@
 // contextshift web UI: a hash router over a few views. Plain ES modules, no build step, nothing remote.
 
-import { ApiError, patch, post } from "./js/api.js";
+import { ApiError, get, patch, post } from "./js/api.js";
 import { chatTitle, go, store } from "./js/store.js";
-import { badge, clear, field, h, replace, select, toast } from "./js/dom.js";
+import { badge, clear, debounce, field, h, replace, select, toast } from "./js/dom.js";
 import { chatView } from "./js/chat.js";
 import { botsView, botView, newBotView } from "./js/bots.js";
 import { providersView } from "./js/providers.js";
@@ -125,6 +125,82 @@ function renameForm(chat) {
   return form;
 }
 
+// -- sidebar: search chats by title and content -----------------------------------------------------------
+
+const SEARCH_DELAY = 250;
+const search = { query: "", results: null, error: null, serial: 0 };
+// One input for the page's life: re-rendering the sidebar must not take focus or the text away from it.
+const searchInput = h("input.chat-search#chat-search", {
+  type: "search",
+  placeholder: "Search chats",
+  "aria-label": "Search chats by title and content",
+  maxlength: 200,
+  autocomplete: "off",
+});
+
+async function runSearch() {
+  const query = searchInput.value.trim();
+  const serial = ++search.serial;
+  search.query = query;
+  if (!query) {
+    search.results = null;
+    search.error = null;
+    renderSidebar();
+    return;
+  }
+  try {
+    const { results } = await get(`/search/chats?q=${encodeURIComponent(query)}`);
+    if (serial !== search.serial) return;
+    search.results = results;
+    search.error = null;
+  } catch (error) {
+    if (serial !== search.serial) return;
+    search.results = [];
+    search.error = error.message;
+  }
+  renderSidebar();
+}
+const scheduleSearch = debounce(runSearch, SEARCH_DELAY);
+searchInput.addEventListener("input", scheduleSearch);
+searchInput.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && searchInput.value) {
+    event.preventDefault();
+    event.stopPropagation();
+    searchInput.value = "";
+    runSearch();
+  }
+});
+
+function searchResults() {
+  const found = search.results || [];
+  const status = h(
+    "p.search-status.muted",
+    { role: "status" },
+    search.error ? `Search failed: ${search.error}` : found.length ? `${found.length} chat${found.length === 1 ? "" : "s"} found` : "No chat matches.",
+  );
+  const list = h(
+    "ul.chat-list.search-results",
+    { "aria-label": "Search results" },
+    found.map(({ chat, message }) =>
+      h(
+        "li.chat-item",
+        h(
+          "a.chat-link",
+          {
+            href: `#/chat/${chat.id}`,
+            dataset: { chatId: chat.id, messageId: message?.id || "" },
+            // The chat opens on the message that matched (when it is among the loaded ones).
+            onclick: () => (store.pendingFocus = message ? { chatId: chat.id, messageId: message.id } : null),
+          },
+          h("span.chat-title", chatTitle(chat)),
+          h("span.chat-sub", message ? h("span.search-excerpt", `#${message.seq}: ${message.excerpt}`) : "title matches"),
+        ),
+      ),
+    ),
+  );
+  return [status, list];
+}
+
 function renderSidebar() {
   const sidebar = document.getElementById("sidebar");
   if (!sidebar) return;
@@ -179,18 +255,23 @@ function renderSidebar() {
       ),
     );
   }
+  const hadFocus = document.activeElement === searchInput;
   replace(
     sidebar,
     head,
     showNewChat && store.bots.length ? newChatForm() : null,
-    store.chats.length
-      ? list
-      : h("p.muted", store.bots.length ? "No chats yet." : "Set up a bot first — or import the examples."),
+    store.chats.length ? h("div.search-box", { role: "search" }, searchInput) : null,
+    search.query && search.results
+      ? searchResults()
+      : store.chats.length
+        ? list
+        : h("p.muted", store.bots.length ? "No chats yet." : "Set up a bot first — or import the examples."),
     h(
       "div.sidebar-foot",
       h("a", { href: "#/welcome" }, "Getting started & examples"),
     ),
   );
+  if (hadFocus) searchInput.focus();
 }
 
 function closeMenu() {

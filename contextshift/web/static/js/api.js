@@ -77,16 +77,18 @@ export async function optional(path) {
 
 /**
  * POST /chats/{id}/generate and read its text/event-stream with fetch + ReadableStream.
+ * input: the new message's text, or a body naming what to redo ({retry_of}, {regenerate_of}, {continue_of}).
  * handlers: {token(text), done({message, usage}), error({code, message, params})}. Resolves when the stream ends.
  * Aborting `signal` stops the request (the server cancels the provider call).
  */
-export async function generate(chatId, content, handlers, { signal } = {}) {
+export async function generate(chatId, input, handlers, { signal } = {}) {
+  const body = typeof input === "string" ? { content: input } : input;
   let response;
   try {
     response = await fetch(`${BASE}/chats/${encodeURIComponent(chatId)}/generate`, {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "text/event-stream", ...csrfHeaders() },
-      body: JSON.stringify({ content, stream: true }),
+      body: JSON.stringify({ ...body, stream: true }),
       signal,
     });
   } catch (error) {

@@ -2,10 +2,14 @@
 // streaming replies with a stop button, and the side panel (session status, prompt view).
 
 import { del, generate, get, optional, patch, post } from "./api.js";
-import { badge, debounce, h, num, replace, shorten, tabs, toast } from "./dom.js";
+import { badge, debounce, h, replace, tabs, toast } from "./dom.js";
 import { chatTitle, modelLabel } from "./store.js";
-import { errorWords, REASON_WORDS } from "./words.js";
+import { errorWords } from "./words.js";
 import { promptView, renderStatus } from "./inspector.js";
+import { chatHistory } from "./history.js";
+import { contextMeter } from "./meter.js";
+import { plainText } from "./message.js";
+import { markdown } from "./markdown.js";
 
 const PREVIEW_DELAY = 400;
 const COMMANDS = [
@@ -17,44 +21,6 @@ const draftKey = (id) => `contextshift.draft.${id}`;
 
 function isCommand(text) {
   return /^\/(compact(\s+run)?|status)\s*$/i.test(text.trim());
-}
-
-function roleName(m) {
-  if (m.meta?.command && m.role === "assistant") return "contextshift";
-  return { user: "You", assistant: "Assistant", system: "System", tool: "Tool" }[m.role] || m.role;
-}
-
-/** Text and parts of a message, as DOM nodes (no HTML is ever interpreted). */
-function contentNodes(m) {
-  const nodes = [];
-  const content = m.content;
-  if (typeof content === "string") {
-    if (content) nodes.push(h("div.text", content));
-  } else if (Array.isArray(content)) {
-    for (const part of content) {
-      const type = part?.type;
-      if (type === "text") nodes.push(h("div.text", part.text || ""));
-      else if (type === "image" || type === "image_url") nodes.push(h("div.part", "[image]"));
-      else if (type === "file" || type === "document") nodes.push(h("div.part", "[file]"));
-      else if (type === "tool_use")
-        nodes.push(h("div.tool-call", h("span.tool-label", "calls "), h("code", `${part.name}(${shorten(JSON.stringify(part.input ?? {}), 300)})`)));
-      else if (type === "tool_result") {
-        const inner = Array.isArray(part.content) ? part.content.map((p) => p.text || "").join("\n") : String(part.content ?? "");
-        nodes.push(h("div.tool-result", h("span.tool-label", "tool result: "), h("code", shorten(inner, 600))));
-      } else nodes.push(h("div.part", `[${type || "part"}]`));
-    }
-  }
-  for (const call of m.tool_calls || []) {
-    const fn = call.function || call;
-    nodes.push(
-      h("div.tool-call", h("span.tool-label", "calls "), h("code", `${fn.name}(${shorten(fn.arguments ?? "", 300)})`)),
-    );
-  }
-  if (m.role === "tool") {
-    nodes.unshift(h("div.tool-label", `result of ${m.tool_call_id || "a tool call"}`));
-  }
-  if (!nodes.length) nodes.push(h("div.text.muted", "(empty)"));
-  return nodes;
 }
 
 export async function chatView(main, [chatId], { store, go }) {
@@ -78,7 +44,6 @@ export async function chatView(main, [chatId], { store, go }) {
     notice: null,
     disposed: false,
     promptMode: "audit",
-    confirmDelete: null,
   };
   const timers = new Set();
   const later = (fn, ms) => {
@@ -99,16 +64,7 @@ export async function chatView(main, [chatId], { store, go }) {
   });
   const sendButton = h("button.primary#send", { type: "submit" }, "Send");
   const stopButton = h("button.danger#stop", { type: "button", hidden: true, onclick: () => stop() }, "Stop");
-  const meterFill = h("div.bar-fill");
-  const meterBar = h("div.bar.low#context-meter", { role: "meter", "aria-label": "Context used by the next prompt", "aria-valuemin": 0 }, meterFill);
-  const meterText = h("span.meter-text", "…");
-  const meterFacts = h("span.meter-facts");
-  const meterBox = h(
-    "div.meter-box",
-    { "aria-live": "off" },
-    h("div.bar-wrap", meterBar),
-    h("div.meter-line", meterText, meterFacts, h("button.link.small", { type: "button", onclick: () => openInspector("prompt", "preview") }, "Next prompt")),
-  );
+  const meter = contextMeter({ onOpen: () => openInspector("prompt", "preview") });
   const commandHint = h("ul.command-hint", { hidden: true, "aria-label": "Slash commands" }, COMMANDS.map(([c, d]) => h("li", h("code", c), ` — ${d}`)));
   const form = h(
     "form.composer",
@@ -118,7 +74,7 @@ export async function chatView(main, [chatId], { store, go }) {
     composer,
     h(
       "div.composer-row",
-      meterBox,
+      meter.el,
       h("div.composer-buttons", stopButton, sendButton),
     ),
     h("p.hint#composer-hint", "Enter sends, Shift+Enter adds a line. Commands: /compact, /compact run, /status."),
@@ -227,32 +183,38 @@ export async function chatView(main, [chatId], { store, go }) {
   }
   let previewSerial = 0;
   let previewAbort = null;
-  async function refreshPreview() {
+  /** Fetch the next-prompt preview; with render, show it everywhere (meter, history marks, prompt view). */
+  async function loadPreview() {
     const draft = composer.value;
     const serial = ++previewSerial;
     previewAbort?.abort();
     previewAbort = new AbortController();
     try {
       const { preview } = await post("/context-preview", { chat_id: chat.id, user_message: draft }, { signal: previewAbort.signal });
-      if (serial !== previewSerial || st.disposed) return;
+      if (serial !== previewSerial || st.disposed) return false;
       st.preview = preview;
       st.previewError = null;
-      st.previewDraft = draft;
     } catch (error) {
-      if (error.name === "AbortError" || serial !== previewSerial || st.disposed) return;
+      if (error.name === "AbortError" || serial !== previewSerial || st.disposed) return false;
       st.previewError = error;
     }
+    return true;
+  }
+  async function refreshPreview() {
+    if (!(await loadPreview())) return;
     renderMeter();
-    if (!st.audit || !hasMatches(st.audit)) renderHistory({ keepScroll: true });
+    renderHistory({ keepScroll: true });
     if (st.promptMode === "preview") renderPrompt();
   }
   const schedulePreview = debounce(refreshPreview, PREVIEW_DELAY);
 
-  async function refreshAll({ preview = true } = {}) {
-    await Promise.all([loadMessages(), loadAudit(), loadSummaries()]);
+  /** Reload what a change touched, then render once: marks never show a prompt from before the change. */
+  async function refreshAll({ audit = true } = {}) {
+    schedulePreview.cancel();
+    await Promise.all([loadMessages(), audit ? loadAudit() : null, loadSummaries(), loadPreview()]);
     if (st.disposed) return;
-    renderHistory();
-    if (preview) await refreshPreview();
+    renderMeter();
+    renderHistory({ keepScroll: true });
     if (inspectorTabs.current() === "status") renderStatus(statusPanel, ctx);
     renderPrompt();
   }
@@ -262,6 +224,7 @@ export async function chatView(main, [chatId], { store, go }) {
     refreshAll: () => refreshAll(),
     messageById: (id) => st.messages.find((m) => m.id === id) || null,
     focusMessage: (id) => {
+      historyView.reveal(id);
       const el = document.getElementById(`msg-${id}`);
       if (!el) return;
       if (window.matchMedia("(max-width: 1099px)").matches) view.classList.remove("inspector-open");
@@ -272,230 +235,12 @@ export async function chatView(main, [chatId], { store, go }) {
     },
   };
 
-  // -- marks: what was (or would be) in the prompt ----------------------------------------------------------
-  function hasMatches(data) {
-    const ids = new Set(st.messages.map((m) => m.id));
-    return (data?.entries || []).some((e) => ids.has(e.identifier));
-  }
-
-  function computeMarks() {
-    const data = st.audit && hasMatches(st.audit) ? st.audit : st.preview && hasMatches(st.preview) ? st.preview : null;
-    const kind = data === st.audit ? "audit" : "preview";
-    const marks = new Map();
-    const recalled = new Set();
-    if (!data) return { marks, recalled, kind: null, boundary: null, tokens: new Map() };
-    const seqOf = new Map(st.messages.map((m) => [m.id, m.seq]));
-    const tokens = new Map();
-    let newest = -Infinity;
-    let boundary = null;
-    let boundarySeq = Infinity;
-    for (const entry of data.entries) {
-      const seq = seqOf.get(entry.identifier);
-      if (seq === undefined) continue;
-      tokens.set(entry.identifier, entry.tokens);
-      newest = Math.max(newest, seq);
-      if (entry.included && entry.reason === "recalled") recalled.add(entry.identifier);
-      else if (entry.included) {
-        if (seq < boundarySeq) {
-          boundarySeq = seq;
-          boundary = entry.identifier;
-        }
-      } else marks.set(entry.identifier, entry.reason);
-    }
-    // A message the prompt has no block for, older than its newest block, was not even loaded: the recent
-    // window that any shift could keep ends before it (it is out of context because of the shift).
-    for (const m of st.messages) {
-      if (!tokens.has(m.id) && m.seq < newest && !marks.has(m.id)) marks.set(m.id, "context-shift");
-    }
-    return { marks, recalled, kind, boundary, tokens, newest };
-  }
-
   // -- rendering ---------------------------------------------------------------------------------------------
-  function messageActions(m) {
-    if (m.pending) return null;
-    const excluded = m.meta?.manualExcluded === true;
-    if (st.confirmDelete === m.id) {
-      return h(
-        "div.msg-actions.confirm",
-        h("span", "Delete this message?"),
-        h("button.small.danger", { type: "button", onclick: () => deleteMessage(m) }, "Delete"),
-        h("button.small", { type: "button", onclick: () => ((st.confirmDelete = null), renderHistory({ keepScroll: true })) }, "Keep"),
-      );
-    }
-    return h(
-      "div.msg-actions",
-      h(
-        "button.small.pin",
-        { type: "button", "aria-pressed": String(m.pinned), title: m.pinned ? "Unpin: may be dropped again when the context is full" : "Pin: always keep in the prompt", onclick: () => setPinned(m, !m.pinned) },
-        m.pinned ? "Unpin" : "Pin",
-      ),
-      h(
-        "button.small.exclude",
-        { type: "button", "aria-pressed": String(excluded), title: excluded ? "Include in the prompt again" : "Leave out of the prompt", onclick: () => setExcluded(m, !excluded) },
-        excluded ? "Include" : "Exclude",
-      ),
-      h("button.small.delete", { type: "button", onclick: () => ((st.confirmDelete = m.id), renderHistory({ keepScroll: true })) }, "Delete"),
-    );
-  }
-
-  function messageEl(m, info) {
-    const reason = info.marks.get(m.id);
-    const excludedByUser = m.meta?.manualExcluded === true;
-    const summarized = Boolean(m.summarized_by);
-    const out = Boolean(reason) || summarized;
-    const badges = [];
-    if (m.meta?.command) badges.push(badge("command", "info"));
-    if (m.pinned) badges.push(badge("pinned", "pin"));
-    if (excludedByUser) badges.push(badge("excluded by you", "warn"));
-    // N5: a reply cut off mid-stream is kept with what came; a failed input is kept but not sent.
-    if (m.meta?.partial) {
-      const why = m.meta.partial_reason === "cancelled" ? "stopped" : "cut off";
-      badges.push(badge(`partial: ${why}`, "warn", { title: "Only what was streamed before the reply ended" }));
-    }
-    if (m.meta?.failed) {
-      const title = `The turn failed (${m.meta.failed.code}); left out of prompts until retried`;
-      badges.push(badge("failed: not sent", "warn", { title }));
-    }
-    const recalled = info.recalled?.has(m.id);
-    if (summarized) badges.push(badge("summarized", "sum", { title: "Folded into a summary: hidden from prompts, not deleted" }));
-    else if (recalled) badges.push(badge(info.kind === "preview" ? "recalled into next prompt" : "recalled", "ok", { title: REASON_WORDS.recalled }));
-    else if (reason && !(reason === "manual" && excludedByUser)) {
-      const label = info.kind === "preview" ? "not in next prompt" : "not in context";
-      badges.push(badge(`${label}: ${reason}`, "out", { title: REASON_WORDS[reason] || reason }));
-    }
-    const tokens = info.tokens.get(m.id);
-    return h(
-      "article",
-      {
-        class: `msg role-${m.role}${out ? " out" : ""}${summarized ? " summarized" : ""}${recalled ? " recalled" : ""}${m.pinned ? " pinned" : ""}${m.pending ? " pending" : ""}${m.meta?.command ? " command" : ""}`,
-        id: `msg-${m.id}`,
-        tabindex: -1,
-        dataset: { messageId: m.id, seq: m.seq ?? "", reason: summarized ? "summarized" : recalled ? "recalled" : reason || "" },
-        "aria-label": `${roleName(m)}, message ${m.seq ?? ""}${reason ? `, not in context (${reason})` : ""}`,
-      },
-      h(
-        "header.msg-head",
-        h("span.role", roleName(m)),
-        m.name ? h("span.muted", ` ${m.name}`) : null,
-        m.seq != null ? h("span.seq", `#${m.seq}`) : null,
-        tokens != null ? h("span.tokens", `${num(tokens)} tok`) : null,
-        badges,
-      ),
-      h("div.msg-body", contentNodes(m)),
-      messageActions(m),
-    );
-  }
-
-  function summaryCard(summary) {
-    const covered = summary.covers || [];
-    return h(
-      "div.summary-card",
-      { dataset: { summaryId: summary.id }, role: "note", "aria-label": `Summary of ${covered.length} messages` },
-      h("div.summary-head", badge("summary", "sum"), ` stands for ${covered.length} message${covered.length === 1 ? "" : "s"} below (greyed out)`),
-      h("details", h("summary", shorten(summary.content, 160)), h("p.pre", summary.content)),
-    );
-  }
-
-  function renderHistory({ keepScroll = false, prepended = false } = {}) {
-    if (st.disposed) return;
-    const atBottom = history.scrollHeight - history.scrollTop - history.clientHeight < 80;
-    const previousHeight = history.scrollHeight;
-    const previousTop = history.scrollTop;
-    const info = computeMarks();
-    const nodes = [];
-    if (st.hasMore)
-      nodes.push(h("div.older", h("button.small", { type: "button", onclick: () => loadOlder() }, "Load older messages")));
-    if (!st.messages.length && !st.streaming)
-      nodes.push(
-        h(
-          "div.empty-chat",
-          h("p", "No messages yet. Say hello below."),
-          st.model ? null : h("p.muted", "This bot has no chat model: the meter and prompt preview work, but sending needs a model. Set one in the bot's settings."),
-        ),
-      );
-    const summaryAt = new Map();
-    for (const summary of st.summaries) {
-      const first = st.messages.find((m) => (summary.covers || []).includes(m.id));
-      if (first) summaryAt.set(first.id, [...(summaryAt.get(first.id) || []), summary]);
-    }
-    for (const m of st.messages) {
-      for (const summary of summaryAt.get(m.id) || []) nodes.push(summaryCard(summary));
-      if (info.boundary === m.id) {
-        const older = st.messages.some((x) => x.seq < m.seq);
-        nodes.push(
-          h(
-            "div.boundary",
-            { role: "separator", "aria-label": "Start of the prompt" },
-            h(
-              "span",
-              info.kind === "audit"
-                ? older
-                  ? "▼ The last prompt sent to the model starts here — older messages were not sent"
-                  : "▼ The last prompt sent to the model starts here"
-                : "▼ The next prompt would start here (preview)",
-            ),
-          ),
-        );
-      }
-      nodes.push(messageEl(m, info));
-      if (info.kind === "audit" && m.seq === info.newest && st.messages.some((x) => x.seq > m.seq))
-        nodes.push(h("div.boundary.end", { role: "separator", "aria-label": "End of the last prompt" }, h("span", "▲ End of the last prompt")));
-    }
-    if (st.streaming) {
-      nodes.push(messageEl(st.streaming.user, info));
-      nodes.push(st.streaming.el);
-    }
-    if (st.notice) nodes.push(st.notice);
-    replace(history, nodes);
-    if (keepScroll) history.scrollTop = previousTop + (prepended ? history.scrollHeight - previousHeight : 0);
-    if (!keepScroll || atBottom) history.scrollTop = history.scrollHeight;
-  }
-
-  function renderMeter() {
-    const p = st.preview;
-    const error = st.previewError;
-    if (error) {
-      meterBar.className = "bar high";
-      meterFill.style.width = "100%";
-      if (error.code === "TOKEN_BUDGET_EXCEEDED") {
-        const params = error.params || {};
-        meterText.textContent = `Over budget: ${num(params.prompt_tokens)} protected tokens, budget ${num(params.budget ?? params.context_limit - params.response_reserve)}`;
-      } else meterText.textContent = `Preview unavailable: ${error.message}`;
-      meterFacts.textContent = "";
-      return;
-    }
-    if (!p) return;
-    const budget = p.budget.context_limit - p.budget.response_reserve;
-    const used = p.budget.prompt_tokens;
-    const ratio = budget > 0 ? Math.min(1, used / budget) : 1;
-    meterBar.className = `bar ${ratio >= 0.95 ? "high" : ratio >= 0.8 ? "mid" : "low"}`;
-    meterFill.style.width = `${(ratio * 100).toFixed(1)}%`;
-    meterBar.setAttribute("aria-valuemax", String(Math.max(budget, 0)));
-    meterBar.setAttribute("aria-valuenow", String(used));
-    const folded = new Set(p.entries.filter((e) => e.reason === "summarized").map((e) => e.identifier));
-    for (const e of p.entries) if (e.source === "summary") (e.stands_for || []).forEach((id) => folded.add(id));
-    const summarized = folded.size;
-    const ids = new Set(p.entries.map((e) => e.identifier));
-    const seqs = st.messages.filter((m) => ids.has(m.id)).map((m) => m.seq);
-    const newest = seqs.length ? Math.max(...seqs) : -Infinity;
-    const outside = st.messages.filter((m) => !ids.has(m.id) && m.seq < newest && !m.summarized_by).length;
-    const excluded = p.excluded_count + outside;
-    const approx = p.tokenizer.approximate;
-    meterBar.setAttribute("aria-valuetext", `${num(used)} of ${num(budget)} tokens${approx ? " (approximate)" : ""}, ${excluded} excluded, ${summarized} summarized`);
-    replace(
-      meterText,
-      h("strong.meter-used", num(used)),
-      ` / ${num(budget)} tokens`,
-      approx ? [" ", approxBadge(p)] : [" ", badge(p.tokenizer.profile, "ok", { title: "Exact tokenizer" })],
-    );
-    replace(
-      meterFacts,
-      h("span.meter-excluded", { dataset: { count: excluded } }, `${excluded} excluded`),
-      " · ",
-      h("span.meter-summarized", { dataset: { count: summarized } }, `${summarized} summarized`),
-      isCommand(composer.value) ? [" · ", h("span.muted", "command: answered by contextshift")] : null,
-    );
-  }
+  const newest = () => st.messages[st.messages.length - 1] || null;
+  const renderHistory = (options) => {
+    if (!st.disposed) historyView.render(st, options);
+  };
+  const renderMeter = () => meter.render(st.preview, st.previewError, { command: isCommand(composer.value) });
 
   function renderPrompt() {
     if (st.disposed) return;
@@ -515,38 +260,93 @@ export async function chatView(main, [chatId], { store, go }) {
   }
 
   // -- actions -----------------------------------------------------------------------------------------------
-  async function setPinned(m, pinned) {
+  async function change(m, body, focus) {
     try {
-      await patch(`/chats/${chat.id}/messages/${m.id}`, { pinned });
-      await afterEdit(m.id);
+      await patch(`/chats/${chat.id}/messages/${m.id}`, body);
+      historyView.focusNext(focus);
+      await refreshAll({ audit: false });
+      return true;
     } catch (error) {
       toast(error.message, "error");
+      return false;
     }
   }
-  async function setExcluded(m, excluded) {
-    try {
-      await patch(`/chats/${chat.id}/messages/${m.id}`, { meta: { manualExcluded: excluded ? true : null } });
-      await afterEdit(m.id);
-    } catch (error) {
-      toast(error.message, "error");
-    }
-  }
-  async function deleteMessage(m) {
-    st.confirmDelete = null;
-    try {
-      await del(`/chats/${chat.id}/messages/${m.id}`);
-      await afterEdit(null);
-      toast("Message deleted.");
-    } catch (error) {
-      toast(error.message, "error");
-    }
-  }
-  async function afterEdit(focusId) {
-    await Promise.all([loadMessages(), loadSummaries()]);
-    renderHistory({ keepScroll: true });
-    if (focusId) document.querySelector(`#msg-${CSS.escape(focusId)} .msg-actions button`)?.focus();
-    await refreshPreview();
-  }
+  const actions = {
+    busy: () => Boolean(st.streaming),
+    openPrompt: () => openInspector("prompt", "audit"),
+    isNewest: (m) => newest()?.id === m.id,
+    canRegenerateAfter(m) {
+      const last = newest();
+      if (!last) return false;
+      if (last.id === m.id) return Boolean(m.meta?.failed);
+      const at = st.messages.findIndex((x) => x.id === m.id);
+      return at === st.messages.length - 2 && last.role === "assistant" && !last.meta?.command;
+    },
+    pin: (m, pinned) => change(m, { pinned }, { id: m.id, action: "pin" }),
+    exclude: (m, excluded) => change(m, { meta: { manualExcluded: excluded ? true : null } }, { id: m.id, action: "exclude" }),
+    choose: (m, index) => change(m, { alternative: index }, { id: m.id, action: index > m.alternative ? "next-alternative" : "previous-alternative" }),
+    askDelete(m) {
+      historyView.state(m.id).confirm = true;
+      historyView.focusNext({ id: m.id, action: "keep" });
+      renderHistory({ keepScroll: true });
+    },
+    keep(m) {
+      historyView.state(m.id).confirm = false;
+      historyView.focusNext({ id: m.id, action: "delete" });
+      renderHistory({ keepScroll: true });
+    },
+    async remove(m) {
+      const at = st.messages.findIndex((x) => x.id === m.id);
+      const neighbour = st.messages[at + 1] || st.messages[at - 1];
+      try {
+        await del(`/chats/${chat.id}/messages/${m.id}`);
+        historyView.forget(m.id);
+        historyView.focusNext(neighbour ? { id: neighbour.id, action: "delete", fallback: composer } : { fallback: composer });
+        await refreshAll({ audit: false });
+        toast("Message deleted.");
+      } catch (error) {
+        toast(error.message, "error");
+      }
+    },
+    startEdit(m) {
+      Object.assign(historyView.state(m.id), { editing: true, draft: null });
+      historyView.focusNext({ id: m.id, selector: ".edit-text" });
+      renderHistory({ keepScroll: true });
+    },
+    cancelEdit(m) {
+      Object.assign(historyView.state(m.id), { editing: false, draft: null });
+      historyView.focusNext({ id: m.id, action: "edit" });
+      renderHistory({ keepScroll: true });
+    },
+    async edit(m, text, again) {
+      if (!text.trim()) {
+        toast("A message needs at least one character.", "error");
+        return;
+      }
+      const reply = again && !m.meta?.failed ? newest() : null;
+      Object.assign(historyView.state(m.id), { editing: false, draft: null });
+      if (!(await change(m, { content: text }, { id: m.id, action: "edit" }))) {
+        Object.assign(historyView.state(m.id), { editing: true, draft: text });
+        renderHistory({ keepScroll: true });
+        return;
+      }
+      if (again && m.meta?.failed) await runTurn({ retry_of: m.id });
+      else if (reply) await runTurn({ regenerate_of: reply.id }, { replaces: reply });
+    },
+    retry: (m) => runTurn({ retry_of: m.id }),
+    regenerate: (m) => runTurn({ regenerate_of: m.id }, { replaces: m }),
+    continueReply: (m) => runTurn({ continue_of: m.id }, { replaces: m, prefix: typeof m.content === "string" ? m.content : "" }),
+    async copy(m) {
+      try {
+        await navigator.clipboard.writeText(plainText(m));
+        toast("Copied.");
+      } catch {
+        toast("The browser did not allow copying.", "error");
+      }
+    },
+  };
+  const historyView = chatHistory({ el: history, actions, loadOlder: () => loadOlder() });
+
   async function deleteChat() {
     const ok = window.confirm(`Delete the chat “${chatTitle(chat)}” and all its messages?`);
     if (!ok) return;
@@ -581,32 +381,53 @@ export async function chatView(main, [chatId], { store, go }) {
   async function send() {
     const content = composer.value.trim();
     if (!content || st.streaming) return;
-    st.notice = null;
     composer.value = "";
     localStorage.removeItem(draftKey(chat.id));
     commandHint.hidden = true;
+    await runTurn(content, { user: { id: "pending", role: "user", content, pending: true, meta: isCommand(content) ? { command: content } : {} } });
+  }
+
+  /**
+   * One turn, streamed: new input (a string), or {retry_of}, {regenerate_of} or {continue_of}. While it streams,
+   * the reply being redone is replaced by the streaming one. Errors end up on the message they belong to (the
+   * kept input, the partial reply, the reply a redo failed on: stored, so a reload shows them too); only a
+   * turn refused before anything was stored gets a notice here.
+   */
+  async function runTurn(input, { user = null, replaces = null, prefix = "" } = {}) {
+    if (st.streaming) return;
+    st.notice = null;
     const controller = new AbortController();
-    const text = h("div.text", "");
+    const text = h("div.text.md");
     const caret = h("span.caret", { "aria-hidden": "true" });
+    const command = typeof input === "string" && isCommand(input);
     const replyEl = h(
       "article.msg.role-assistant.pending.streaming#streaming-reply",
       { "aria-busy": "true", "aria-label": "Assistant reply, streaming" },
-      h("header.msg-head", h("span.role", isCommand(content) ? "contextshift" : "Assistant"), badge("streaming…", "info")),
+      h("header.msg-head", h("span.role", command ? "contextshift" : "Assistant"), badge(input.continue_of ? "continuing…" : "streaming…", "info")),
       h("div.msg-body", text, caret),
     );
-    st.streaming = { controller, text: "", el: replyEl, user: { id: "pending", role: "user", content, pending: true, meta: isCommand(content) ? { command: content } : {} } };
+    st.streaming = { controller, text: prefix, el: replyEl, user, replaces: replaces?.id || null };
+    let painted = false;
+    const paint = () => {
+      painted = false;
+      if (st.streaming) replace(text, markdown(st.streaming.text));
+    };
+    if (prefix) paint();
     setBusy(true);
     renderHistory();
     let outcome = null;
     try {
       await generate(
         chat.id,
-        content,
+        input,
         {
           token: (t) => {
             if (!st.streaming) return;
             st.streaming.text += t;
-            text.textContent = st.streaming.text;
+            if (!painted) {
+              painted = true;
+              requestAnimationFrame(paint); // markdown once a frame, however fast tokens come
+            }
             const nearBottom = history.scrollHeight - history.scrollTop - history.clientHeight < 160;
             if (nearBottom) history.scrollTop = history.scrollHeight;
           },
@@ -619,33 +440,33 @@ export async function chatView(main, [chatId], { store, go }) {
       if (error.name === "AbortError") outcome = { stopped: true };
       else outcome = { ok: false, error: { code: error.code, message: error.message, params: error.params, status: error.status } };
     }
-    const partial = st.streaming?.text || "";
+    const streamed = (st.streaming?.text || "").length > prefix.length;
     st.streaming = null;
     setBusy(false);
     if (outcome?.stopped) {
-      st.notice = noticeEl("info", "Stopped.", partial ? "The partial reply was not kept." : "No reply was stored.", null);
+      st.notice = noticeEl("info", "Stopped.", streamed ? "What came is kept, marked partial: continue or regenerate it." : "No reply was stored.", null);
     } else if (outcome && outcome.ok === false) {
-      const { code, message } = outcome.error || {};
-      st.notice = noticeEl("error", "The reply failed.", `${errorWords(code, message)}${message && withDetail(code) ? ` (${message})` : ""}`, code);
-      // Rejected before anything was stored: give the text back.
-      const rejectedBeforeStart = code === "TOKEN_BUDGET_EXCEEDED" || (outcome.error.status >= 400 && outcome.error.status < 500);
-      if (rejectedBeforeStart && !composer.value) {
-        composer.value = content;
-        localStorage.setItem(draftKey(chat.id), content);
+      const { code, message, partial, input_message_id: kept } = outcome.error || {};
+      // A turn refused before anything was stored says so here; every other failure is on its message.
+      const stored = partial || kept || input.regenerate_of || input.continue_of || input.retry_of;
+      if (!stored) {
+        st.notice = noticeEl("error", "The reply failed.", `${errorWords(code, message)}${message && withDetail(code) ? ` (${message})` : ""}`, code);
+        if (typeof input === "string" && !composer.value) {
+          composer.value = input;
+          localStorage.setItem(draftKey(chat.id), input);
+        }
       }
     }
     if (outcome?.stopped) later(() => refreshAll(), 350);
+    const target = replaces?.id || null;
     await refreshAll();
     if (!chat.title) await refreshTitle();
     // A background compaction may follow a turn: look again a little later.
-    later(async () => {
-      await Promise.all([loadMessages(), loadSummaries()]);
-      renderHistory({ keepScroll: true });
-      if (inspectorTabs.current() === "status") renderStatus(statusPanel, ctx);
-    }, 2500);
-    // Back to the composer, unless the user has moved on to something else meanwhile.
+    later(() => refreshAll(), 2500);
+    // Back to where the user was: the redone reply, or the composer.
     const active = document.activeElement;
-    if (!active || active === document.body || form.contains(active)) composer.focus();
+    if (target && document.getElementById(`msg-${target}`)) historyView.focus({ id: target, action: "regenerate" });
+    else if (!active || active === document.body || form.contains(active) || history.contains(active)) composer.focus();
   }
 
   // The first user message titles an untitled chat (server side): show the new title here and in the list.
@@ -687,12 +508,15 @@ export async function chatView(main, [chatId], { store, go }) {
 
   // -- first load --------------------------------------------------------------------------------------------
   composer.value = localStorage.getItem(draftKey(chat.id)) || "";
-  await Promise.all([loadMessages(), loadAudit(), loadSummaries()]);
+  await Promise.all([loadMessages(), loadAudit(), loadSummaries(), loadPreview()]);
   st.promptMode = st.audit ? "audit" : "preview";
+  renderMeter();
   renderHistory();
-  refreshPreview();
   renderPrompt();
-  composer.focus();
+  const found = store.pendingFocus;
+  store.pendingFocus = null;
+  if (found?.chatId === chat.id && ctx.messageById(found.messageId)) ctx.focusMessage(found.messageId);
+  else composer.focus();
 
   return () => {
     st.disposed = true;
@@ -707,13 +531,4 @@ export async function chatView(main, [chatId], { store, go }) {
 /** Codes whose server message carries useful numbers (shown after the plain words). */
 function withDetail(code) {
   return code === "TOKEN_BUDGET_EXCEEDED";
-}
-
-/** The meter's badge for an approximate count: "≈ calibrated" once the provider's usage corrects it (T5). */
-function approxBadge(p) {
-  const c = p.calibration;
-  if (c && c.applied && c.calls > 0) {
-    return badge("≈ calibrated", "ok", { title: `${c.label}; margin ${(c.margin * 100).toFixed(1)}%`, dataset: { factor: c.factor } });
-  }
-  return badge("≈ approximate", "warn", { title: `Tokenizer ${p.tokenizer.profile} is an estimate (not calibrated yet)` });
 }

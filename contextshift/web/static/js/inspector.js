@@ -4,6 +4,7 @@
 import { ApiError, optional, post } from "./api.js";
 import { badge, checkbox, duration, h, num, pct, replace, shorten, when } from "./dom.js";
 import { compactionWords, errorWords, REASON_WORDS, TRIGGER_WORDS } from "./words.js";
+import { promptCounts, subtotals } from "./marks.js";
 
 // -- session status --------------------------------------------------------------------------------------
 
@@ -77,7 +78,8 @@ export async function renderStatus(panel, ctx) {
     replace(body, h("p.error-text", { role: "alert" }, error.message));
     return;
   }
-  const result = h("div.compact-result", { "aria-live": "polite" });
+  // The outcome of "Compact now" outlives the refresh that the compaction itself causes.
+  const result = body.querySelector(".compact-result") || h("div.compact-result", { "aria-live": "polite" });
   const compactButton = h(
     "button.primary",
     {
@@ -185,15 +187,20 @@ export async function renderStatus(panel, ctx) {
 
 // -- prompt view -----------------------------------------------------------------------------------------
 
-function entryCounts(entries) {
-  const counts = { sent: 0, excluded: 0, summarized: 0, skipped: 0 };
-  for (const e of entries) {
-    if (e.included) counts.sent += 1;
-    else if (e.reason === "summarized") counts.summarized += 1;
-    else if (e.reason === "empty" || e.reason === "disabled") counts.skipped += 1;
-    else counts.excluded += 1;
-  }
-  return counts;
+/** Tokens per category of what was sent (system, lorebook, memory, history, summary, input). */
+function subtotalTable(data) {
+  const { rows, framing, total } = subtotals(data);
+  return h(
+    "table.subtotals",
+    h("caption", "Tokens sent, by category"),
+    h("thead", h("tr", h("th", { scope: "col" }, "Category"), h("th", { scope: "col" }, "Tokens"))),
+    h(
+      "tbody",
+      rows.map((r) => h("tr", { dataset: { category: r.id } }, h("th", { scope: "row" }, r.label), h("td", num(r.tokens)))),
+      h("tr", { dataset: { category: "framing" } }, h("th", { scope: "row" }, "Chat format"), h("td", num(framing))),
+    ),
+    h("tfoot", h("tr", h("th", { scope: "row" }, "Prompt"), h("td", num(total)))),
+  );
 }
 
 function entryItem(entry, ctx) {
@@ -251,10 +258,27 @@ function entryItem(entry, ctx) {
 
 let onlyLeftOut = false;
 
-function entryList(entries, ctx) {
+/** The history older than the loaded window: one line for all of it (the prompt never read it). */
+function notLoadedItem(count) {
+  return h(
+    "li.entry.out.not-loaded",
+    { dataset: { reason: "context-shift" } },
+    h(
+      "div.entry-head",
+      badge("history", "src-history"),
+      h("span.badge.entry-reason.bad", { title: REASON_WORDS["context-shift"] }, "left out: context-shift"),
+    ),
+    h("p.muted.small", `${num(count)} older message${count === 1 ? "" : "s"}, before the newest history that could fit: not read, not sent.`),
+  );
+}
+
+function entryList(entries, ctx, notLoaded) {
   const list = h("ol.entries", { "aria-label": "Prompt blocks in order" });
   const fill = () => {
-    list.replaceChildren(...entries.filter((e) => !onlyLeftOut || !e.included).map((e) => entryItem(e, ctx)));
+    list.replaceChildren(
+      ...(notLoaded ? [notLoadedItem(notLoaded)] : []),
+      ...entries.filter((e) => !onlyLeftOut || !e.included).map((e) => entryItem(e, ctx)),
+    );
   };
   const toggle = checkbox("Only blocks left out", {
     checked: onlyLeftOut,
@@ -280,7 +304,7 @@ export function promptView(data, kind, ctx) {
   const budget = data.budget || {};
   const available = (budget.context_limit || 0) - (budget.response_reserve || 0);
   const entries = data.entries || [];
-  const counts = entryCounts(entries);
+  const counts = promptCounts(data);
   const tokenizer = data.tokenizer || {};
   const failed = kind === "audit" && data.status === "failed";
   return h(
@@ -344,11 +368,13 @@ export function promptView(data, kind, ctx) {
         : null,
       h(
         "p.counts",
-        `${entries.length} blocks: ${counts.sent} sent, ${counts.excluded} left out, ${counts.summarized} summarized`,
+        `${counts.sent} sent, ${counts.leftOut} left out, ${counts.summarized} summarized`,
+        counts.notLoaded ? ` (${num(counts.notLoaded)} of those left out are older history, not read)` : "",
         counts.skipped ? `, ${counts.skipped} empty or inactive` : "",
       ),
+      entries.length ? subtotalTable(data) : null,
     ),
-    entries.length ? entryList(entries, ctx) : h("p.muted", "No blocks were recorded."),
+    entries.length || counts.notLoaded ? entryList(entries, ctx, counts.notLoaded) : h("p.muted", "No blocks were recorded."),
     data.diagnostics?.length
       ? h("details.diagnostics", { open: failed }, h("summary", `Diagnostics (${data.diagnostics.length})`), h("ul", data.diagnostics.map((d) => h("li", d))))
       : null,

@@ -10,6 +10,8 @@ export const store = {
   bots: [],
   chats: [],
   loaded: false,
+  /** {chatId, messageId} a search result asks the chat view to show once it opens. */
+  pendingFocus: null,
   async refresh() {
     const [providers, models, bots, chats] = await Promise.all([
       get("/providers"),
