@@ -56,10 +56,13 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     # 409: the current state forbids it
     "CHAT_BUSY": ErrorCode(409, "Another turn is still running in this chat; try again when it has finished"),
     "RETRY_NOT_POSSIBLE": ErrorCode(409, "retry_of names a message that is not a failed input of this chat"),
+    "REDO_NOT_POSSIBLE": ErrorCode(409, "Only the chat's newest message, a reply, can be regenerated or continued"),
+    "MESSAGE_NOT_EDITABLE": ErrorCode(409, "Only the text of the user's own messages can be edited"),
     "LAST_ADMIN": ErrorCode(409, "The change would leave no enabled admin"),
     "USER_NAME_TAKEN": ErrorCode(409, "Another user has that name"),
     # 422: well-formed, but a rule forbids it
     "VALIDATION": ErrorCode(422, "A field is missing or has a value it may not have (params.errors)"),
+    "ALTERNATIVE_NOT_FOUND": ErrorCode(422, "The message has no version with that number (params.alternatives)"),
     "TOKEN_BUDGET_EXCEEDED": ErrorCode(422, "The protected context alone does not fit the prompt budget"),
     "RESPONSE_RESERVE_TOO_LARGE": ErrorCode(422, "The reply reserve alone takes the whole context window"),
     "MODEL_NOT_CONFIGURED": ErrorCode(422, "The bot has no chat model"),
