@@ -28,13 +28,25 @@ from ..web import mount_web
 from . import browser
 from .auth import AuthMiddleware, caller
 from .browser import CsrfGuard, TokenLogin, csrf_options
+from .compat_errors import CompatErrors
 from .created import link_created
 from .errors import install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
 from .limits import RequestLimits, max_body_bytes_from_env
 from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
 from .refusals import add_refusals
-from .routes import bots, catalog, chats, compaction, examples, generation, openai_compat, proxy_audits, users
+from .routes import (
+    anthropic_compat,
+    bots,
+    catalog,
+    chats,
+    compaction,
+    examples,
+    generation,
+    openai_compat,
+    proxy_audits,
+    users,
+)
 
 API_PREFIX = "/api/v2"
 #: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
@@ -138,23 +150,25 @@ def create_app(
         os.environ.get(STORAGE_ENV) or DEFAULT_STORAGE,
     )
     install_error_handlers(app)
-    # Outermost last: Host/Origin/body type and the security headers, the body limit, the token login
-    # (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.
+    # Outermost last: /v1's error shapes, Host/Origin/body type and the security headers, the body limit, the
+    # token login (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.
     app.add_middleware(AuthMiddleware)
     app.add_middleware(CsrfGuard, **csrf_options(derived_secret(key, "csrf")))
     app.add_middleware(TokenLogin)
     app.add_middleware(RequestLimits, max_body_bytes=limit)  # nothing behind it runs for an oversized body
     app.add_middleware(RequestGuard, extra_hosts=hosts, bound_host=bound_host)
+    app.add_middleware(CompatErrors)  # /v1's refusals, wherever decided, in the shape its SDKs read
     browser.quiet_tokens_in_access_log()
     # what every operation can answer before its route runs is added to the document by add_refusals, which
     # reads the routes of these routers (under their prefix)
     routers = [(API_PREFIX, module.router) for module in API_MODULES]
-    routers += [("", openai_compat.router), ("", browser.router)]
+    routers += [("", openai_compat.router), ("", anthropic_compat.router), ("", browser.router)]
     api = APIRouter(dependencies=API_DEPENDENCIES)
     for module in API_MODULES:
         api.include_router(module.router)
     app.include_router(api, prefix=API_PREFIX)
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
+    app.include_router(anthropic_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(browser.router)
 
     # open to all, yet behind the Host check (400) and the body limit (413, even on a GET); reads no table

@@ -1,8 +1,9 @@
 """Who is calling (N2). :class:`AuthMiddleware` signs in every request under ``/api/`` (and ``/v1/``) before
 anything else reads it, whatever route (or none) answers it, so no route can be left open by mistake.
 
-A request signs in with ``Authorization: Bearer <token>`` or, without that header, the browser's session
-cookie (whose changes the CSRF check guards). A missing token is 401 ``AUTH_REQUIRED``, a wrong, revoked or
+A request signs in with ``Authorization: Bearer <token>`` (on ``/v1`` also ``x-api-key: <token>``, as the
+``anthropic`` SDK sends it) or, without either, the browser's session cookie (whose changes the CSRF check
+guards). A missing token is 401 ``AUTH_REQUIRED``, a wrong, revoked or
 disabled user's token 401 ``AUTH_INVALID``, both in the usual envelope and with ``WWW-Authenticate: Bearer``.
 Routes take the signed-in user as ``Caller`` (``principal: Caller``); admin-only routes take ``Admin`` (403
 ``FORBIDDEN`` for others). The :func:`caller` dependency is on every API route, which also puts the bearer
@@ -38,6 +39,8 @@ SESSION_COOKIE = "contextshift_session"
 SESSION_LIFETIME = timedelta(days=30)
 #: Paths that need a signed-in user: the API and the OpenAI-compatible endpoint.
 PROTECTED_PREFIXES = ("/api/", "/v1/")
+#: The header the ``anthropic`` SDK sends its API key in (a contextshift token, on ``/v1`` only).
+API_KEY_HEADER = "x-api-key"
 
 
 @dataclass(frozen=True)
@@ -93,13 +96,13 @@ def bearer_secret(header: str) -> str | None:
     return value
 
 
+def compat_path(path: str) -> bool:
+    """The compatible endpoints (V7), where ``x-api-key`` signs in too."""
+    return path == "/v1" or path.startswith("/v1/")
+
+
 def protected(path: str) -> bool:
     return path in ("/api", "/v1") or path.startswith(PROTECTED_PREFIXES)
-
-
-def openai_shaped(path: str) -> bool:
-    """Whether a sign-in refusal (401, 429) on this path is answered in OpenAI's error shape, for its SDKs."""
-    return path == "/v1" or path.startswith("/v1/")
 
 
 class AuthMiddleware:
@@ -116,17 +119,8 @@ class AuthMiddleware:
         try:
             principal = await self.authenticate(request)
         except ServiceError as error:  # AUTH_REQUIRED, AUTH_INVALID, AUTH_RATE_LIMITED
+            # (on /v1, compat_errors gives it the shape the endpoint's SDKs read)
             body: dict[str, Any] = {"error": {"code": error.code, "message": error.message, "params": error.params}}
-            unauthenticated = error.kind is Refusal.UNAUTHENTICATED
-            if openai_shaped(request.url.path):
-                body = {
-                    "error": {
-                        "message": error.message,
-                        "type": "invalid_request_error" if unauthenticated else "rate_limit_error",
-                        "code": "invalid_api_key" if unauthenticated else "rate_limit_exceeded",
-                        "param": None,
-                    }
-                }
             response = JSONResponse(body, status_code=http_status(error), headers=http_headers(error))
             await response(scope, receive, send)
             return
@@ -138,16 +132,19 @@ class AuthMiddleware:
 
     async def authenticate(self, request: Request) -> Principal:
         header = request.headers.get("authorization")
-        cookie = request.cookies.get(SESSION_COOKIE) if header is None else None
-        if header is None and not cookie:
+        # V7: the anthropic SDK sends its key as x-api-key (the openai SDK as a bearer token)
+        api_key = request.headers.get(API_KEY_HEADER) if header is None and compat_path(request.url.path) else None
+        cookie = request.cookies.get(SESSION_COOKIE) if header is None and api_key is None else None
+        if header is None and api_key is None and not cookie:
             raise auth_required()
         limiter = getattr(request.app.state, "login_limiter", None)
         if limiter is not None:
             await limiter.check(request)  # a client whose tokens keep failing is refused before any lookup
-        secret = bearer_secret(header) if header is not None else cookie
+        secret = bearer_secret(header) if header is not None else (api_key.strip() or None) if api_key else cookie
         found = None
         if secret is not None:
-            found = await principal_for(request.app.state.db, secret, kind="api" if header is not None else "session")
+            kind = "session" if header is None and api_key is None else "api"
+            found = await principal_for(request.app.state.db, secret, kind=kind)
         if found is None:
             if limiter is not None:
                 await limiter.failed(request)

@@ -149,11 +149,15 @@ def quiet_tokens_in_access_log() -> None:
         access.addFilter(_RedactTokens())
 
 
+#: Headers that carry a token (``x-api-key`` on /v1): such a request is not signed in by the cookie.
+_TOKEN_HEADERS = frozenset({b"authorization", b"x-api-key"})
+
+
 class CsrfGuard(CSRFMiddleware):
     """``starlette-csrf`` with the envelope for its refusal, and no check for bearer-authenticated requests."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and any(name == b"authorization" for name, _ in scope.get("headers", [])):
+        if scope["type"] == "http" and any(name in _TOKEN_HEADERS for name, _ in scope.get("headers", [])):
             await self.app(scope, receive, send)
             return
         await super().__call__(scope, receive, send)

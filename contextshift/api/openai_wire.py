@@ -21,11 +21,8 @@ from ..providers import ProviderError
 from ..providers.base import ChatResult
 from ..service.errors import ServiceError
 from ..service.proxy import ProxyCall, invalid_request
+from .compat_forward import AUDIT_HEADER, EXCLUDED_HEADER, visibility
 from .errors import http_headers, http_status
-
-#: Response headers on every endpoint answer that reached fitting.
-EXCLUDED_HEADER = "x-contextshift-excluded"
-AUDIT_HEADER = "x-contextshift-audit"
 
 #: Request fields the endpoint reads itself; every other field is forwarded as an option.
 _OWN_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens"})
@@ -41,6 +38,10 @@ _PROVIDER = {
     "PROVIDER_BAD_REQUEST": (400, "invalid_request_error", "upstream_rejected_request"),
     "PROVIDER_AUTH": (502, "upstream_error", "upstream_auth_failed"),
 }
+#: The HTTP status of each provider failure.
+PROVIDER_STATUS = {code: status for code, (status, _type, _code) in _PROVIDER.items()}
+#: The options of the ``contextshift`` request object.
+EXTENSION_KEYS = frozenset({"strategy", "chat_id"})
 _SERVICE = {
     "MODEL_NOT_FOUND": ("invalid_request_error", "model_not_found"),
     "CONTEXT_LENGTH_EXCEEDED": ("invalid_request_error", "context_length_exceeded"),
@@ -65,9 +66,12 @@ def _positive(body: Mapping[str, Any], key: str) -> int | None:
     return value
 
 
-def read_call(body: Any, *, user_id: str) -> tuple[ProxyCall, bool, dict[str, Any]]:
+def read_call(
+    body: Any, *, user_id: str, messages_json: list[str] | None = None, clean: bool = False
+) -> tuple[ProxyCall, bool, dict[str, Any]]:
     """The :class:`ProxyCall` of a Chat Completions body, whether usage was asked for in the stream, and the
-    ``contextshift`` extension object (``extra_body={"contextshift": {...}}``)."""
+    ``contextshift`` extension object (``extra_body={"contextshift": {...}}``). ``messages_json``: each
+    message's JSON text as sent (see ``jsonspans``); ``clean``: the body holds no NUL."""
     if not isinstance(body, Mapping):
         raise invalid_request("The request body must be a JSON object.")
     model = body.get("model")
@@ -89,15 +93,8 @@ def read_call(body: Any, *, user_id: str) -> tuple[ProxyCall, bool, dict[str, An
     tools = body.get("tools")
     if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools)):
         raise invalid_request("tools must be a list of objects.", "tools")
-    extension = body.get("contextshift") or {}
-    if not isinstance(extension, Mapping):
-        raise invalid_request("contextshift must be an object.", "contextshift")
-    unknown = set(extension) - {"strategy", "chat_id"}
-    if unknown:
-        raise invalid_request(f"Unknown contextshift option(s): {', '.join(sorted(unknown))}.", "contextshift")
+    extension = read_extension(body)
     strategy = extension.get("strategy")
-    if strategy is not None and not isinstance(strategy, str):
-        raise invalid_request("contextshift.strategy must be a string.", "contextshift.strategy")
     call = ProxyCall(
         model=model,
         messages=messages,
@@ -108,8 +105,25 @@ def read_call(body: Any, *, user_id: str) -> tuple[ProxyCall, bool, dict[str, An
         tools=[dict(t) for t in tools] if tools else None,
         options={k: v for k, v in body.items() if k not in _OWN_FIELDS},
         user_id=user_id,
+        messages_json=messages_json if messages_json is not None and len(messages_json) == len(messages) else None,
+        clean=clean,
+        include_usage=include_usage,
     )
-    return call, include_usage, dict(extension)
+    return call, include_usage, extension
+
+
+def read_extension(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's ``contextshift`` object (``extra_body={"contextshift": {...}}`` in the SDKs), checked."""
+    extension = body.get("contextshift") or {}
+    if not isinstance(extension, Mapping):
+        raise invalid_request("contextshift must be an object.", "contextshift")
+    unknown = set(extension) - EXTENSION_KEYS
+    if unknown:
+        raise invalid_request(f"Unknown contextshift option(s): {', '.join(sorted(unknown))}.", "contextshift")
+    strategy = extension.get("strategy")
+    if strategy is not None and not isinstance(strategy, str):
+        raise invalid_request("contextshift.strategy must be a string.", "contextshift.strategy")
+    return dict(extension)
 
 
 # -- answers ---------------------------------------------------------------------------------------------
@@ -239,10 +253,14 @@ def provider_error(error: ProviderError) -> tuple[int, dict[str, Any], dict[str,
     return status, error_body(message, type_, code), headers
 
 
+def stream_error(error: ProviderError) -> bytes:
+    """A provider failure after the stream started: an error chunk (the openai SDK raises ``APIError``)."""
+    return sse(provider_error(error)[1])
+
+
 def provider_response(error: ProviderError, headers: Mapping[str, str]) -> JSONResponse:
     status, body, extra = provider_error(error)
     return JSONResponse(body, status_code=status, headers={**headers, **extra})
 
 
-def visibility(audit_id: str, excluded: int) -> dict[str, str]:
-    return {AUDIT_HEADER: audit_id, EXCLUDED_HEADER: str(excluded)}
+__all__ = ["AUDIT_HEADER", "EXCLUDED_HEADER", "Chunks", "completion", "read_call", "service_error", "visibility"]

@@ -12,9 +12,11 @@ The checks in front of the routes answer for any route, so no route has to remem
 - an operation with path, query or body parameters: 422 ``VALIDATION``; an admin-only one: 403 ``FORBIDDEN``.
 
 What only a route knows (its 404 for an id, a 409, a business 422, a provider's 502/504) it declares itself
-with ``error_responses``. The sign-in's 401 and 429 on ``/v1`` come in OpenAI's shape, which those routes declare.
-A status a route declares with another body (``/v1``'s OpenAI-shaped 400, say) gets the envelope as an
-alternative (``anyOf``): the checks in front of it answer in the envelope.
+with ``error_responses``. On ``/v1`` every refusal comes in the shape the endpoint's SDK reads (``compat_errors``
+rewrites the envelope there), so a status an operation there lacks is added in the shape of its own declared
+errors; only what uvicorn's protocol refuses before any middleware runs (400, 431, 501: ``protocol.py``) can also
+come in the envelope, as an alternative (``anyOf``). Elsewhere a status a route declares with another body gets
+the envelope as that alternative.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 
-from .auth import openai_shaped, protected, require_admin
+from .auth import protected, require_admin
+from .compat_errors import dialect_of
 from .errors import ErrorEnvelope, error_response_entry
 from .guard import JSON_PATHS, SAFE_METHODS
 
@@ -36,6 +39,8 @@ ENVELOPE_REF = {"$ref": f"#/components/schemas/{ErrorEnvelope.__name__}"}
 FASTAPI_422 = {"$ref": "#/components/schemas/HTTPValidationError"}
 #: Statuses any request can get from the layers in front of the routes.
 EVERY_REQUEST = (400, 404, 413, 431, 500, 501)
+#: Statuses uvicorn's protocol answers itself (protocol.py), before any middleware: in the envelope even on /v1.
+PROTOCOL_REFUSALS = (400, 431, 501)
 
 
 def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
@@ -73,6 +78,10 @@ def _openapi_entry(status: int) -> dict[str, Any]:
     return {**entry, "content": {"application/json": {"schema": ENVELOPE_REF}}}
 
 
+def _schema(response: dict[str, Any]) -> Any:
+    return response.get("content", {}).get("application/json", {}).get("schema")
+
+
 def _with_envelope(declared: dict[str, Any], status: int) -> dict[str, Any]:
     """A response a route declares, which the checks in front of it can also answer in the envelope."""
     content = declared.get("content", {}).get("application/json", {})
@@ -89,6 +98,29 @@ def _with_envelope(declared: dict[str, Any], status: int) -> dict[str, Any]:
         "description": f"{declared.get('description', '')}; or {entry['description']}",
         "content": {"application/json": {**content, "schema": {"anyOf": [schema, ENVELOPE_REF]}}},
     }
+
+
+def _compat_entry(status: int, compat: Any) -> dict[str, Any]:
+    """A refusal on /v1, in the endpoint's own error shape (the envelope's codes, renamed by compat_errors)."""
+    entry = _openapi_entry(status)
+    return {
+        **entry,
+        "description": f"{entry['description']} (in this endpoint's error shape)",
+        "content": {"application/json": {"schema": compat}},
+    }
+
+
+def _refused(responses: dict[str, Any], status: int, compat: Any) -> dict[str, Any]:
+    """The response of a refusal before the route, given what the route declares for that status."""
+    declared = responses.get(str(status))
+    if compat is None:
+        return _openapi_entry(status) if declared is None else _with_envelope(declared, status)
+    if declared is None:
+        response = _compat_entry(status, compat)
+    else:  # the route's own answer for that status, which the refusal may also be: its headers, if any, optional
+        headers = {name: {**h, "required": False} for name, h in _openapi_entry(status).get("headers", {}).items()}
+        response = {**declared, **({"headers": {**headers, **declared.get("headers", {})}} if headers else {})}
+    return _with_envelope(response, status) if status in PROTOCOL_REFUSALS else response
 
 
 def add_refusals(
@@ -108,12 +140,13 @@ def add_refusals(
             if operation is None:
                 continue
             responses: dict[str, Any] = operation.setdefault("responses", {})
+            # on /v1, the shape of the operation's own declared errors (compat_errors rewrites the envelope)
+            compat = None
+            if dialect_of(path) is not None:
+                declared = [_schema(r) for code, r in sorted(responses.items()) if code >= "400"]
+                compat = next((d for d in declared if d is not None and d != ENVELOPE_REF), None)
             for status in refusal_statuses(path, route, method, database_free=database_free):
-                declared = responses.get(str(status))
-                if declared is None:
-                    responses[str(status)] = _openapi_entry(status)
-                elif not (status in (401, 429) and openai_shaped(path)):
-                    responses[str(status)] = _with_envelope(declared, status)
+                responses[str(status)] = _refused(responses, status, compat)
             operation["responses"] = dict(sorted(responses.items()))
     schemas = document.get("components", {}).get("schemas", {})
     if '"#/components/schemas/HTTPValidationError"' not in json.dumps(paths):

@@ -178,6 +178,25 @@ class ProviderOut(BaseModel):
     created_at: datetime
 
 
+def _registered_strategy(value: str) -> str:
+    if value not in default_registry:
+        raise ValueError(f"{value!r} is not a registered strategy ({', '.join(default_registry.names())})")
+    return value
+
+
+#: V7: a model's strategy for the compatible endpoints (null: truncate, unless the request names one).
+ModelStrategy = Annotated[
+    Text,
+    Field(
+        max_length=128,
+        description="The strategy /v1/chat/completions and /v1/messages fit this model's requests with when a "
+        "request names none (default truncate)",
+        json_schema_extra={"enum": default_registry.names()},
+    ),
+    AfterValidator(_registered_strategy),
+]
+
+
 class ModelCreate(Strict):
     provider_id: Ident
     name: Required = Name
@@ -186,11 +205,12 @@ class ModelCreate(Strict):
     max_output_tokens: TokenCount | None = None
     enabled: bool = True
     tokenizer: Text | None = Field(default=None, max_length=200)
+    context_strategy: ModelStrategy | None = None
 
 
 class ModelPatch(Strict):
-    """Fields to change. ``null`` leaves name, type and enabled unchanged; on context_window, max_output_tokens
-    and tokenizer it clears them."""
+    """Fields to change. ``null`` leaves name, type and enabled unchanged; on context_window, max_output_tokens,
+    tokenizer and context_strategy it clears them."""
 
     name: Required | None = Field(default=None, min_length=1, max_length=200)
     type: ModelType | None = None
@@ -198,6 +218,7 @@ class ModelPatch(Strict):
     max_output_tokens: TokenCount | None = None
     enabled: bool | None = None
     tokenizer: Text | None = Field(default=None, max_length=200)
+    context_strategy: ModelStrategy | None = None
 
 
 class ModelOut(BaseModel):
@@ -211,6 +232,7 @@ class ModelOut(BaseModel):
     tokenizer: str | None
     tokenizer_profile: str
     tokenizer_approximate: bool
+    context_strategy: str | None = None
     calibration: CalibrationOut | None = None
     created_at: datetime
 

@@ -56,6 +56,7 @@ def model(row: ModelRow, calibrations: dict[tuple[str, str], Calibration] | None
         tokenizer=row.tokenizer,
         tokenizer_profile=profile.name,
         tokenizer_approximate=profile.approximate,
+        context_strategy=row.context_strategy,
         calibration=s.CalibrationOut(**report(found, calibrated(profile, found, margin), margin)),
         created_at=row.created_at,
     )

@@ -23,6 +23,7 @@ import httpx
 
 from .base import PROVIDER_TIMEOUT, ChatRequest, ChatResult, Finished, ProviderError, StreamEvent, TextDelta
 from .errors import empty_stream, error_from_event, error_from_status, error_from_transport, malformed
+from .serialize import encode_body
 from .sse import SSEEvent, read_events
 
 logger = logging.getLogger("contextshift.providers")
@@ -235,7 +236,7 @@ class HTTPProviderClient(ABC):
     # -- calls ------------------------------------------------------------------------------------------
 
     async def complete(self, request: ChatRequest) -> ChatResult:
-        body = self.request_body(replace(request, stream=False))
+        content = encode_body(self.request_body(replace(request, stream=False)))
         deadline = _Deadline(self.timeouts.total)
         attempt = 0
         while True:
@@ -243,7 +244,10 @@ class HTTPProviderClient(ABC):
             try:
                 deadline.check()
                 response = await self._client.post(
-                    self.url, json=body, headers=self._headers(), timeout=self.timeouts.to_httpx(deadline.remaining())
+                    self.url,
+                    content=content,
+                    headers=self._headers(),
+                    timeout=self.timeouts.to_httpx(deadline.remaining()),
                 )
                 if response.status_code >= 400:
                     raise error_from_status(response.status_code, response.content[:MAX_ERROR_BODY], response.headers)
@@ -265,7 +269,7 @@ class HTTPProviderClient(ABC):
         return EventStream(self._stream(request))
 
     async def _stream(self, request: ChatRequest) -> AsyncGenerator[StreamEvent, None]:
-        body = self.request_body(replace(request, stream=True))
+        content = encode_body(self.request_body(replace(request, stream=True)))
         headers = {**self._headers(), "accept": "text/event-stream"}
         deadline = _Deadline(self.timeouts.total)
         attempt = 0
@@ -275,7 +279,11 @@ class HTTPProviderClient(ABC):
             try:
                 deadline.check()
                 async with self._client.stream(
-                    "POST", self.url, json=body, headers=headers, timeout=self.timeouts.to_httpx(deadline.remaining())
+                    "POST",
+                    self.url,
+                    content=content,
+                    headers=headers,
+                    timeout=self.timeouts.to_httpx(deadline.remaining()),
                 ) as response:
                     if response.status_code >= 400:
                         raw = await _read_capped(response)

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,26 @@ from .base import ChatRequest, UnknownProviderKind
 
 #: Anthropic requires ``max_tokens``; used when a request has none.
 DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
+
+
+class RawMessages(list[dict[str, Any]]):
+    """Wire messages that also carry their JSON text (``json_text``, the whole array): a body holding them is
+    encoded without serializing them again (the OpenAI-compatible endpoint forwards what callers wrote)."""
+
+    def __init__(self, messages: Iterable[dict[str, Any]], json_text: str) -> None:
+        super().__init__(messages)
+        self.json_text = json_text
+
+
+def encode_body(body: Mapping[str, Any]) -> bytes:
+    """``body`` as the JSON bytes httpx's ``json=`` would send; :class:`RawMessages` go in as their text."""
+    messages = body.get("messages")
+    if not isinstance(messages, RawMessages):
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    rest = json.dumps(
+        {k: v for k, v in body.items() if k != "messages"}, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    )
+    return ('{"messages":' + messages.json_text + ("," + rest[1:] if len(rest) > 2 else "}")).encode()
 
 
 def openai_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -42,9 +63,9 @@ def openai_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def openai_body(request: ChatRequest, *, max_tokens_field: str = "max_tokens") -> dict[str, Any]:
     """The exact Chat Completions body for ``request``."""
-    messages = list(request.messages)
+    messages = request.messages if isinstance(request.messages, RawMessages) else list(request.messages)
     if request.system:
-        messages.insert(0, {"role": "system", "content": request.system})
+        messages = [{"role": "system", "content": request.system}, *messages]
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     if request.max_tokens is not None:
         body[max_tokens_field] = request.max_tokens

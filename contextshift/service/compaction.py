@@ -21,6 +21,7 @@ from typing import Any
 from ..core.compaction import (
     FAILURE_COOLDOWN_SECONDS,
     MAX_BACKGROUND_PASSES,
+    OVER_SYNC_REACH,
     CompactionSettings,
     accept_summary,
     build_prompt,
@@ -30,6 +31,7 @@ from ..core.compaction import (
     input_budget,
     max_output_tokens,
     select_fold,
+    sync_reach,
 )
 from ..core.compaction.rendering import SummarizerInputTooLarge
 from ..core.messages import Message
@@ -172,14 +174,27 @@ class Compactor:
             ):
                 return "none", None
             # Enough history to tell whether the highest trigger is reached; never the whole chat.
+            profile = profile_for(model)
             ceiling = max(int(window * 0.76), settings.threshold) + 1
-            pressure = await self._pressure(repos, chat, profile_for(model), ceiling)
-        verdict = decide(window, pressure, settings, phase=phase)  # type: ignore[arg-type]
+            pressure = await self._pressure(repos, chat, profile, ceiling)
+            verdict = decide(window, pressure, settings, phase=phase)  # type: ignore[arg-type]
+            if verdict.action == "sync":  # read on (still bounded by the window) to tell one too far over
+                pressure = await self._pressure(repos, chat, profile, sync_reach(window) + 1)
+                verdict = decide(window, pressure, settings, phase=phase)  # type: ignore[arg-type]
         return verdict.action, verdict.target_tokens
 
     async def before_send(self, chat_id: str) -> Outcome | None:
-        """C2: at 75% a synchronous pass runs before the turn is sent (it never fails the turn)."""
+        """C2: at 75% a synchronous pass runs before the turn is sent (it never fails the turn); a history
+        too far over the window for that is compacted in the background instead (``policy.SYNC_REACH_PERCENT``).
+        """
         action, _target = await self.decision(chat_id, "before_send")
+        if action == "background":  # after_turn queues the run once this turn is stored, not before it
+            return Outcome(
+                "noop",
+                reason=OVER_SYNC_REACH,
+                diagnostic="compaction: the history is more than twice the context window, so it is compacted "
+                "in the background; this turn is fitted by shifting",
+            )
         if action != "sync":
             return None
         return await self.run(chat_id, "sync")

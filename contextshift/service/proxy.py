@@ -1,33 +1,43 @@
-"""The OpenAI-compatible endpoint's work (V7): fit a caller's request to a model's window, forward it, audit it.
+"""The compatible endpoints' work (V7): fit a caller's request to a model's window, forward it, audit it.
 
-A :class:`ProxyCall` is what a caller asked for, in OpenAI's vocabulary. :meth:`ProxyService.prepare`
-resolves the model (by name or id; enabled, on an enabled provider), fits the messages with the prompt
-pipeline (the same shifting, strategies and audit entries as a chat), and records the audit before anything
-is sent. :meth:`ProxyService.complete` and :meth:`ProxyService.stream` forward the fitted request to the
-model's provider and finish the audit exactly once.
+A :class:`ProxyCall` is what a caller asked for, in OpenAI's vocabulary (``dialect="openai"``, ``POST
+/v1/chat/completions``) or Anthropic's (``"anthropic"``, ``POST /v1/messages``). :meth:`ProxyService.prepare`
+resolves the model (by name or id; enabled, on an enabled provider), fits the messages
+(:mod:`.proxy_fit`: the same shifting, strategies and audit entries as a chat) and starts writing the audit.
+:meth:`ProxyService.complete` and :meth:`ProxyService.stream` forward the fitted request to the model's
+provider and finish the audit exactly once.
 
 Fitting rules:
 
 * the budget is the model's window, minus the reply reserve (the request's ``max_tokens`` or
   ``max_completion_tokens``; else the smallest of :data:`DEFAULT_RESERVE`, the model's ``max_output_tokens``
-  and a quarter of the window, as for a bot), minus
-  the tokens of the tool definitions and other request options that travel with the messages;
+  and a quarter of the window, as for a bot), minus the tokens of the tool definitions and other request
+  options that travel with the messages;
+* the strategy is the request's (``contextshift.strategy``), else the model's ``context_strategy`` setting,
+  else ``truncate``;
 * system (and ``developer``) messages and the last user message are protected; tool calls and their results
   are removed together or not at all;
 * kept messages go to an OpenAI-compatible provider exactly as the caller sent them (contextshift's own
-  message keys such as ``pinned`` or ``meta`` are not honoured nor forwarded); an Anthropic provider gets
-  them translated.
+  message keys such as ``pinned`` or ``meta`` are not honoured nor forwarded); otherwise they are translated.
+
+Speed: the audit (every message's entry, a few hundred KB at 1,000 messages) is built and written in a task
+that runs while the provider works; the call's end (status, usage, calibration) is one transaction.
+
+Recovery (T5): when the provider still rejects the prompt as too long, the real count it states teaches the
+model's calibration, and the request is fitted again at that ratio and sent once more (streaming: only while
+nothing was sent to the caller). The audit's ``attempts`` say so: ``context-length-retry``, then the outcome.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import json
 import logging
+import math
 import os
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -36,13 +46,10 @@ import anyio
 
 from ..core import limits
 from ..core.errors import ContextShiftError, TokenBudgetExceeded
-from ..core.host import default_registry, shift_with_strategy
+from ..core.host import default_registry
 from ..core.messages import Message
-from ..core.shifting import shift_context
-from ..core.tokens import TokenizerProfile, message_costs
-from ..core.vocabulary import FIT, PROTECTED
-from ..pipeline import PipelineRequest, PromptBudgetExceeded, Sources, payload_tokens, run_pipeline
-from ..pipeline.audit import MAX_ENTRIES
+from ..core.tokens import TokenizerProfile
+from ..pipeline import payload_tokens
 from ..providers import (
     PROVIDER_CONTEXT_LENGTH,
     ChatRequest,
@@ -51,15 +58,15 @@ from ..providers import (
     ProviderClient,
     ProviderError,
     StreamEvent,
-    Usage,
     make_client,
-    to_openai_messages,
 )
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
-from .calibration import Counting, counting_for, learn
+from . import proxy_fit as fit
+from .calibration import Counting, counting_for
 from .errors import Refusal, ServiceError
 from .provider_hosts import check_provider_url
+from .recovery import CONTEXT_LENGTH_RETRY, RETRY_GROWTH, corrected
 from .turn import DEFAULT_CONTEXT_LIMIT, profile_for, serializer_for
 
 log = logging.getLogger("contextshift.proxy")
@@ -72,16 +79,19 @@ DEFAULT_RESERVE = limits.DEFAULT_REPLY_RESERVE
 DEFAULT_AUDIT_TTL = timedelta(hours=24)
 #: Expired audits are deleted at most this often (by the next call after it).
 CLEANUP_EVERY_SECONDS = 60.0
-#: The template of an endpoint prompt: the caller's messages, the last user message as the input.
-PROXY_TEMPLATE = ("history", "input")
-#: Message keys that mean something to contextshift but are not OpenAI's: never honoured from a caller.
-_CONTEXTSHIFT_KEYS = frozenset({"id", "pinned", "source", "relevance", "workspace", "meta", "toolCallId", "callId"})
+#: The strategy when neither the request, the token nor the model names one.
+DEFAULT_STRATEGY = "truncate"
 #: Options translated for an Anthropic provider; any other option is not forwarded there (and the audit says so).
 _ANTHROPIC_SAME = ("temperature", "top_p", "top_k")
-_SIMPLE_ROLES = frozenset({"system", "user", "assistant", "tool"})
-#: Audit entries keep at most this much of a message's text: the caller has the whole text, and a long
-#: agent conversation's audit would otherwise store it all again on every call.
-MAX_ENTRY_CHARS = 500
+#: Anthropic request options an OpenAI-compatible provider takes under the same name.
+_OPENAI_SAME = ("temperature", "top_p")
+#: The error code of a call whose protected messages do not fit.
+CONTEXT_LENGTH_EXCEEDED = "CONTEXT_LENGTH_EXCEEDED"
+
+# Re-exported for the routes and tests.
+invalid_request = fit.invalid_request
+OPENAI = fit.OPENAI
+ANTHROPIC = fit.ANTHROPIC
 
 
 def audit_ttl_from_env() -> timedelta:
@@ -105,21 +115,30 @@ def model_not_found(name: str) -> ServiceError:
     )
 
 
-def invalid_request(message: str, param: str | None = None) -> ServiceError:
-    return ServiceError(Refusal.INVALID, "INVALID_REQUEST", message, param=param)
-
-
 class ContextTooLong(ServiceError):
-    """400: the protected messages (system messages, the last user message) alone exceed the budget."""
+    """400: the protected messages (system messages, the last user message) alone exceed the budget, by our
+    count or, after a rejection, at the rate the provider counted (``reported_tokens``)."""
 
-    def __init__(self, audit_id: str, window: int, reserve: int, overhead: int, protected: int) -> None:
+    def __init__(
+        self,
+        audit_id: str,
+        window: int,
+        reserve: int,
+        overhead: int,
+        protected: int,
+        *,
+        reported_tokens: int | None = None,
+    ) -> None:
         needed = protected + overhead
+        counted = (
+            f" (after the provider counted the prompt {reported_tokens} tokens)" if reported_tokens is not None else ""
+        )
         super().__init__(
             Refusal.INVALID,
-            "CONTEXT_LENGTH_EXCEEDED",
+            CONTEXT_LENGTH_EXCEEDED,
             f"This model's maximum context length is {window} tokens. However, your messages resulted in "
             f"{needed} tokens that cannot be dropped (system messages, the last user message"
-            f"{', tool definitions' if overhead else ''}) with {reserve} tokens reserved for the reply. "
+            f"{', tool definitions' if overhead else ''}) with {reserve} tokens reserved for the reply{counted}. "
             "Please reduce the length of the messages or of the completion.",
             param="messages",
             context_limit=window,
@@ -127,6 +146,9 @@ class ContextTooLong(ServiceError):
             prompt_tokens=needed,
         )
         self.audit_id = audit_id
+        self.window = window
+        self.reserve = reserve
+        self.needed = needed
 
 
 class UpstreamFailed(ContextShiftError):
@@ -147,7 +169,7 @@ class UpstreamFailed(ContextShiftError):
 
 @dataclass(frozen=True, slots=True)
 class ProxyCall:
-    """One request to the endpoint, in OpenAI's vocabulary."""
+    """One request to an endpoint, in OpenAI's or Anthropic's vocabulary (``dialect``)."""
 
     model: str
     messages: Sequence[Mapping[str, Any]]
@@ -161,68 +183,38 @@ class ProxyCall:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: The signed-in caller: the audit is theirs.
     user_id: str = ""
+    #: The JSON text of each message as the caller sent it (forwarded as it is when the message is kept).
+    messages_json: Sequence[str] | None = None
+    #: The request body holds no NUL character (then the audit need not be searched for one).
+    clean: bool = False
+    dialect: str = fit.OPENAI
+    #: OpenAI's ``stream_options.include_usage``: a stream ends with a usage chunk.
+    include_usage: bool = False
+    #: Anthropic's top-level ``system`` (a string or text blocks).
+    system: Any = None
 
 
 @dataclass(slots=True)
 class Prepared:
-    """A fitted call with its audit prepared: ready to send."""
+    """A fitted call with its audit on its way: ready to send."""
 
     audit_id: str
+    call: ProxyCall
     model: ModelRow
     provider: ProviderRow
-    fitted: Fitted
+    shape: fit.Shape
+    fitted: fit.Fitted
     request: ChatRequest
     excluded: int
-    #: T5: the model's counting, and its uncalibrated count of the request (what usage calibrates).
-    counting: Counting | None = None
+    #: T5: the model's counting; ``estimated`` is its uncalibrated count of the request (what usage calibrates).
+    counting: Counting
+    #: What the fit was made from: the caller's dicts (lean path) or core messages (the pipeline).
+    source: list[dict[str, Any]] | list[Message]
     estimated: int = 0
-
-
-def core_messages(raw: Sequence[Mapping[str, Any]]) -> tuple[list[Message], list[dict[str, Any]]]:
-    """The request's messages as core messages (ids ``m0``, ``m1``, ...) and as the wire dicts to forward."""
-    if not isinstance(raw, list | tuple) or not raw:
-        raise invalid_request("messages must be a non-empty list.", "messages")
-    last_user = next(
-        (i for i in range(len(raw) - 1, -1, -1) if isinstance(raw[i], Mapping) and raw[i].get("role") == "user"), -1
-    )
-    messages: list[Message] = []
-    wire: list[dict[str, Any]] = []
-    for index, item in enumerate(raw):
-        if type(item) is not dict and not isinstance(item, Mapping):
-            raise invalid_request(f"messages[{index}] must be an object.", f"messages[{index}]")
-        role = item.get("role")
-        if role == "developer":
-            role = "system"
-        source = "system" if role == "system" else "history"
-        content, name, link = item.get("content"), item.get("name"), item.get("tool_call_id")
-        try:
-            if (
-                role in _SIMPLE_ROLES
-                and (content is None or type(content) is str)
-                and not item.get("tool_calls")
-                and (name is None or type(name) is str)
-                and (link is None or type(link) is str)
-            ):  # the common case, built directly (from_dict costs several times more)
-                message = Message(
-                    role=role,
-                    content=content,
-                    id=f"m{index}",
-                    name=name,
-                    tool_call_id=link or None,
-                    pinned=index == last_user,
-                    source=source,  # type: ignore[arg-type]
-                )
-            else:
-                data = {k: item[k] for k in ("content", "name", "tool_calls", "tool_call_id") if k in item}
-                data.update(role=role, id=f"m{index}", source=source, pinned=index == last_user)
-                message = Message.from_dict(data)
-        except (TypeError, ValueError) as error:
-            raise invalid_request(f"messages[{index}]: {error}", f"messages[{index}]") from None
-        messages.append(message)
-        out = {k: v for k, v in item.items() if k not in _CONTEXTSHIFT_KEYS}
-        out["role"] = role
-        wire.append(out)
-    return messages, wire
+    #: The context-length retry and its numbers, when there was one (the audit's ``attempts``).
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    #: Writing the audit (started by ``prepare``, awaited before the audit is changed again).
+    recording: asyncio.Task[None] | None = None
 
 
 def request_overhead(call: ProxyCall, profile: TokenizerProfile) -> int:
@@ -243,6 +235,8 @@ def reply_reserve(call: ProxyCall, model: ModelRow, window: int) -> int:
 def anthropic_options(call: ProxyCall) -> tuple[dict[str, Any], list[str]]:
     """The request's options in Anthropic's spelling, and the names of those Anthropic has no field for."""
     options = dict(call.options)
+    if call.dialect == fit.ANTHROPIC:  # already Anthropic's
+        return {k: v for k, v in options.items() if v is not None}, []
     out: dict[str, Any] = {k: options.pop(k) for k in _ANTHROPIC_SAME if options.get(k) is not None}
     stop = options.pop("stop", None)
     if stop:
@@ -271,183 +265,40 @@ def anthropic_options(call: ProxyCall) -> tuple[dict[str, Any], list[str]]:
     return out, dropped
 
 
-# -- fitting --------------------------------------------------------------------------------------------
+def openai_options(call: ProxyCall) -> tuple[dict[str, Any], list[str]]:
+    """The request's options for an OpenAI-compatible provider, and the names of those it has no field for."""
+    options = {k: v for k, v in call.options.items() if v is not None}
+    if call.dialect != fit.ANTHROPIC:
+        options.pop("stream", None)
+        options.pop("stream_options", None)
+        return options, []
+    out: dict[str, Any] = {k: options.pop(k) for k in _OPENAI_SAME if k in options}
+    stop = options.pop("stop_sequences", None)
+    if isinstance(stop, list) and stop:
+        out["stop"] = list(stop)
+    metadata = options.pop("metadata", None)
+    if isinstance(metadata, Mapping) and isinstance(metadata.get("user_id"), str):
+        out["user"] = metadata["user_id"]
+    choice = options.pop("tool_choice", None)
+    if isinstance(choice, Mapping) and call.tools:
+        kind = choice.get("type")
+        if kind in ("auto", "any", "none"):
+            out["tool_choice"] = {"auto": "auto", "any": "required", "none": "none"}[str(kind)]
+        elif kind == "tool":
+            out["tool_choice"] = {"type": "function", "function": {"name": str(choice.get("name", ""))}}
+        if choice.get("disable_parallel_tool_use") is True:
+            out["parallel_tool_calls"] = False
+    return out, sorted(options)
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """What a fit is measured against."""
-
-    profile: TokenizerProfile
-    window: int
-    reserve: int
-    #: Tokens of the tool definitions and options that travel with the messages.
-    overhead: int
-    strategy: str
-    notes: list[str]
-    tools: list[dict[str, Any]] | None
-
-    @property
-    def budget(self) -> int:
-        """What the messages may use: the window less the reply reserve and the overhead."""
-        return self.window - self.reserve - self.overhead
-
-
-@dataclass(slots=True)
-class Fitted:
-    """The messages to send (in the provider's wire format) and the audit of how they were chosen."""
-
-    messages: list[dict[str, Any]]
-    system: str | None
-    #: The audit payload (a chat audit's fields: tokenizer, budget, entries, ...), without provider and model.
-    audit: dict[str, Any]
-    excluded: int
-    reserve: int
-    #: The kept messages, when they are sent as they are (then they are what to count).
-    kept: list[Message] | None = None
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_ENTRY_CHARS else text[:MAX_ENTRY_CHARS] + "…"
-
-
-def _tools_entry(shape: Shape, order: int) -> dict[str, Any]:
+def _clean_usage(reply: ChatResult | None) -> dict[str, int] | None:
+    if reply is None or reply.usage is None:
+        return None
     return {
-        "identifier": "request.tools",
-        "role": "system",
-        "source": "system",
-        "content": _clip(json.dumps(shape.tools or [], ensure_ascii=False)),
-        "tokens": shape.overhead,
-        "included": True,
-        "reason": PROTECTED,
-        "order": order,
-        "name": "tools",
-        "relevance": None,
+        "input_tokens": reply.usage.input_tokens,
+        "output_tokens": reply.usage.output_tokens,
+        "cached_input_tokens": reply.usage.cached_input_tokens,
     }
-
-
-def fit_for_openai(messages: list[Message], wire: list[dict[str, Any]], shape: Shape) -> Fitted:
-    """Shift ``messages`` to the budget and forward the kept ones as the caller sent them.
-
-    The lean path for OpenAI-compatible providers: the wire messages are the caller's own, so the shift's
-    whole-prompt count of the kept messages (S2, S6) is the count of what is sent; no reserialization.
-    Raises ``TokenBudgetExceeded`` when the protected messages alone do not fit.
-    """
-    if shape.budget <= 0:
-        raise TokenBudgetExceeded(0, shape.budget)
-    if shape.strategy == "truncate":  # the core's own algorithm: nothing for the strategy host to review
-        shifted = shift_context(messages, shape.profile, shape.budget)
-    else:
-        shifted = shift_with_strategy(messages, shape.profile, shape.budget, strategy=shape.strategy)
-    by_id = {f"m{i}": w for i, w in enumerate(wire)}
-    out: list[dict[str, Any]] = []
-    forwarded = 0
-    for message in shifted.kept:
-        original = by_id.get(message.id)
-        if original is not None:
-            out.append(original)
-            forwarded += 1
-        else:  # written by the strategy (a summary, a shortened message)
-            out.extend(to_openai_messages([message]))
-    costs, _ = message_costs(messages, shape.profile, 4)
-    kept = {m.id for m in shifted.kept}
-    last_user = next((m.id for m in reversed(messages) if m.role == "user"), None)
-    entries: list[dict[str, Any]] = []
-    for order, (message, cost) in enumerate(zip(messages, costs, strict=True)):
-        included = message.id in kept
-        reason = (PROTECTED if message.protected else FIT) if included else shifted.reasons.get(message.id)
-        entries.append(
-            {
-                "identifier": message.id,
-                "role": message.role,
-                "source": "input" if message.id == last_user else (message.source or "history"),
-                "content": _clip(message.text),
-                "tokens": cost,
-                "included": included,
-                "reason": reason or "context-shift",
-                "order": order,
-                "name": message.name,
-                "relevance": None,
-            }
-        )
-    for truncation in shifted.truncated:
-        replacement = truncation.replacement
-        entries.append(
-            {
-                "identifier": replacement.id,
-                "role": replacement.role,
-                "source": replacement.source or "summary",
-                "content": _clip(replacement.text),
-                "tokens": truncation.tokens_after,
-                "included": replacement.id in kept,
-                "reason": "fit",
-                "order": len(entries),
-                "name": replacement.name,
-                "relevance": None,
-                "stands_for": list(truncation.source_ids),
-            }
-        )
-    if shape.overhead:
-        entries.append(_tools_entry(shape, len(entries)))
-    excluded = len(messages) - forwarded
-    diagnostics = [*shape.notes, *shifted.diagnostics]
-    if len(entries) > MAX_ENTRIES:  # bounded like a chat audit's; the start and the end of the prompt are listed
-        half = MAX_ENTRIES // 2
-        diagnostics.append(f"{len(entries) - 2 * half} entries in the middle of the prompt are not listed")
-        entries = entries[:half] + entries[-half:]
-    diagnostics.append(
-        f'tokenizer "{shape.profile.name}" is approximate'
-        if shape.profile.approximate
-        else f'tokenizer "{shape.profile.name}" selected'
-    )
-    diagnostics.append("provider messages: the included entries, sent exactly as the caller wrote them")
-    audit = {
-        "tokenizer": {"profile": shape.profile.name, "approximate": shape.profile.approximate},
-        "budget": {
-            "context_limit": shape.window,
-            "response_reserve": shape.reserve,
-            "prompt_tokens": shifted.tokens + shape.overhead,
-        },
-        "context_strategy": shifted.strategy,
-        "entries": entries,
-        "provider_messages": [],
-        "diagnostics": diagnostics,
-        "excluded_count": excluded,
-        "max_tokens": shape.reserve,
-    }
-    return Fitted(out, None, audit, excluded, shape.reserve, list(shifted.kept))
-
-
-def fit_through_pipeline(
-    messages: list[Message], shape: Shape, serializer: Callable[[list[Message]], dict[str, Any]], model: str
-) -> Fitted:
-    """Fit with the prompt pipeline, which serializes for the provider and recounts the exact wire request
-    (a translation, e.g. to Anthropic's shape, may cost more than the messages did)."""
-    request = PipelineRequest(
-        sources=Sources(history=messages),
-        profile=shape.profile,
-        context_limit=shape.window - shape.overhead,
-        response_reserve=shape.reserve,
-        strategy=shape.strategy,
-        template=PROXY_TEMPLATE,
-        serializer=serializer,
-        model=model,
-        notes=shape.notes,
-    )
-    try:
-        result = run_pipeline(request)
-    except PromptBudgetExceeded as error:
-        protected = int(str(error.params.get("prompt_tokens", error.protected_tokens)))
-        raise TokenBudgetExceeded(protected, shape.budget) from None
-    audit = result.to_dict()
-    audit["budget"]["context_limit"] = shape.window
-    audit["budget"]["prompt_tokens"] += shape.overhead
-    if shape.overhead:
-        audit["entries"].append(_tools_entry(shape, len(audit["entries"])))
-    payload = result.payload
-    return Fitted(
-        list(payload["messages"]), payload.get("system") or None, audit, result.excluded_count, result.max_tokens
-    )
 
 
 # -- the service -----------------------------------------------------------------------------------------
@@ -533,7 +384,7 @@ class ProxyService:
             repos = Repositories(session)
             model, provider = await self._resolve(repos, call.model)
             counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
-        strategy = call.strategy or "truncate"
+        strategy = call.strategy or model.context_strategy or DEFAULT_STRATEGY
         if strategy not in default_registry:
             raise invalid_request(
                 f"Unknown context strategy {strategy!r}; registered: {', '.join(default_registry.names())}.",
@@ -541,62 +392,69 @@ class ProxyService:
             )
         if call.options.get("n") not in (None, 1):
             raise invalid_request("Only n=1 is supported.", "n")
-        messages, wire = core_messages(call.messages)
-        profile = counting.profile
+        lean = call.dialect == fit.OPENAI and provider.kind != "anthropic"
+        source: list[dict[str, Any]] | list[Message]
+        if lean:
+            source = fit.caller_dicts(call.messages)
+        elif call.dialect == fit.ANTHROPIC:
+            source = fit.anthropic_messages(call.messages, call.system)
+        else:
+            source = [_as_core(item) for item in fit.caller_dicts(call.messages)]
         notes: list[str] = []
         window = model.context_window
         if window is None:
             window = DEFAULT_CONTEXT_LIMIT
             notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
         reserve = reply_reserve(call, model, window)
-        overhead = request_overhead(call, profile)
+        overhead = request_overhead(call, counting.profile)
         if overhead:
             notes.append(f"{overhead} tokens of tool definitions and request options count against the window")
-        audit_id = uuid.uuid4().hex
-        base = {"provider_id": provider.id, "provider_kind": provider.kind, "model": model.name}
-        shape = Shape(profile, window, reserve, overhead, strategy, notes, call.tools)
-        try:
-            if provider.kind == "anthropic":
-                fitted = fit_through_pipeline(messages, shape, serializer_for("anthropic"), model.name)
-            else:
-                fitted = fit_for_openai(messages, wire, shape)
-        except TokenBudgetExceeded as error:
-            failure = ContextTooLong(audit_id, window, reserve, overhead, error.protected_tokens)
-            payload = {
-                **base,
-                "tokenizer": {"profile": profile.name, "approximate": profile.approximate},
-                "budget": {
-                    "context_limit": window,
-                    "response_reserve": reserve,
-                    "prompt_tokens": error.protected_tokens + overhead,
-                },
-                "context_strategy": strategy,
-                "entries": [],
-                "provider_messages": [],
-                "diagnostics": [*notes, failure.message],
-                "excluded_count": 0,
-            }
-            await self._record(audit_id, call, model, payload, 0, failed=failure.code)
-            raise failure from None
-        request, dropped = self._chat_request(call, model, provider, fitted)
-        if dropped:
-            fitted.audit["diagnostics"].append(
-                f"not forwarded to an Anthropic provider (no such field): {', '.join(dropped)}"
-            )
-        await self._record(
-            audit_id, call, model, {**base, **fitted.audit, "calibration": counting.report()}, fitted.excluded
+        shape = fit.Shape(counting.profile, window, reserve, overhead, strategy, notes, call.tools)
+        prepared = Prepared(
+            audit_id=uuid.uuid4().hex,
+            call=call,
+            model=model,
+            provider=provider,
+            shape=shape,
+            fitted=fit.Fitted([], None, 0, reserve, 0),
+            request=ChatRequest(model=model.name, messages=[]),
+            excluded=0,
+            counting=counting,
+            source=source,
         )
-        # T5: the uncalibrated count of what is sent, which the provider's usage calibrates.
-        if fitted.kept is not None:
-            estimated = counting.base.count_messages(fitted.kept)
+        try:
+            self._fit(prepared, shape)
+        except TokenBudgetExceeded as error:
+            failure = ContextTooLong(prepared.audit_id, window, reserve, overhead, error.protected_tokens)
+            await self._record_refusal(prepared, shape, failure, error.protected_tokens)
+            raise failure from None
+        prepared.recording = asyncio.create_task(self._record(prepared))
+        return prepared
+
+    def _fit(self, prepared: Prepared, shape: fit.Shape) -> None:
+        """Fit ``prepared.source`` to ``shape`` and make the request; raises ``TokenBudgetExceeded``."""
+        call, provider = prepared.call, prepared.provider
+        if call.dialect == fit.OPENAI and provider.kind != "anthropic":
+            items: list[dict[str, Any]] = prepared.source  # type: ignore[assignment]
+            fitted = fit.fit_lean(items, call.messages, call.messages_json, shape)
         else:
-            estimated = payload_tokens({"messages": fitted.messages, "system": fitted.system}, counting.base)
-        estimated += request_overhead(call, counting.base)
-        return Prepared(audit_id, model, provider, fitted, request, fitted.excluded, counting, estimated)
+            messages: list[Message] = prepared.source  # type: ignore[assignment]
+            fitted = fit.fit_through_pipeline(messages, shape, serializer_for(provider.kind), prepared.model.name)
+        prepared.shape = shape
+        prepared.fitted = fitted
+        prepared.excluded = fitted.excluded
+        prepared.request, dropped = self._chat_request(call, prepared.model, provider, fitted)
+        if dropped:
+            kind = "an Anthropic" if provider.kind == "anthropic" else "an OpenAI-compatible"
+            note = f"not forwarded to {kind} provider (no such field): {', '.join(dropped)}"
+            if fitted.audit is not None:  # made already (the pipeline path)
+                fitted.audit["diagnostics"].append(note)
+            elif note not in shape.notes:
+                shape.notes.append(note)
 
     @staticmethod
     def _chat_request(
-        call: ProxyCall, model: ModelRow, provider: ProviderRow, fitted: Fitted
+        call: ProxyCall, model: ModelRow, provider: ProviderRow, fitted: fit.Fitted
     ) -> tuple[ChatRequest, list[str]]:
         if provider.kind == "anthropic":
             extra, dropped = anthropic_options(call)
@@ -610,127 +468,297 @@ class ProxyService:
                 extra=extra,
             )
             return request, dropped
-        extra = {k: v for k, v in call.options.items() if k not in ("stream", "stream_options")}
+        extra, dropped = openai_options(call)
         if call.max_tokens is not None:
             extra[call.max_tokens_field] = call.max_tokens
         request = ChatRequest(
-            model=model.name, messages=fitted.messages, stream=call.stream, tools=call.tools, extra=extra
+            model=model.name,
+            messages=fitted.messages,
+            system=fitted.system,
+            stream=call.stream,
+            tools=call.tools,
+            extra=extra,
         )
-        return request, []
+        return request, dropped
 
-    async def _record(
-        self,
-        audit_id: str,
-        call: ProxyCall,
-        model: ModelRow,
-        payload: dict[str, Any],
-        excluded: int,
-        *,
-        failed: str | None = None,
-    ) -> None:
+    # -- the audit -----------------------------------------------------------------------------------------
+
+    def _payload(self, prepared: Prepared) -> dict[str, Any]:
+        """The audit payload of the current fit (building the lean path's entries now), with the estimate."""
+        fitted, shape, counting = prepared.fitted, prepared.shape, prepared.counting
+        if fitted.audit is None:
+            fitted.audit = fit.lean_audit(prepared.source, fitted, shape)  # type: ignore[arg-type]
+        # T5: the uncalibrated count of what is sent, which the provider's usage calibrates.
+        if fitted.kept is not None and shape.profile is counting.base:  # an exact profile: the fit's own count
+            estimated = fitted.prompt_tokens - shape.overhead
+        elif fitted.kept is not None:
+            estimated = counting.base.count_messages(fitted.kept)
+        else:
+            estimated = payload_tokens({"messages": fitted.messages, "system": fitted.system}, counting.base)
+        prepared.estimated = estimated + request_overhead(prepared.call, counting.base)
+        base = {
+            "provider_id": prepared.provider.id,
+            "provider_kind": prepared.provider.kind,
+            "model": prepared.model.name,
+        }
+        payload = {**base, **fitted.audit, "calibration": counting.report(shape.profile)}
+        if prepared.attempts:
+            payload["attempts"] = list(prepared.attempts)
+        return payload
+
+    async def _record(self, prepared: Prepared) -> None:
+        """Write the prepared audit (runs while the provider works; see :meth:`_recorded`)."""
+        payload = self._payload(prepared)
         async with self.db.session() as session:
             repos = Repositories(session)
             await repos.proxy_audits.prepare(
-                audit_id,
-                user_id=call.user_id,
-                model=model.name,
+                prepared.audit_id,
+                user_id=prepared.call.user_id,
+                model=prepared.model.name,
                 payload=payload,
-                excluded_count=excluded,
+                excluded_count=prepared.excluded,
                 ttl=self.audit_ttl,
+                clean=prepared.call.clean,
             )
-            if failed is not None:
-                await repos.proxy_audits.finish(audit_id, "failed", error_code=failed)
-            now = time.monotonic()
-            if now - self._last_cleanup >= CLEANUP_EVERY_SECONDS:
-                self._last_cleanup = now
-                deleted = await repos.proxy_audits.delete_expired()
-                if deleted:
-                    log.info("deleted %d expired endpoint audit(s)", deleted)
+            await self._cleanup(repos)
+
+    async def _recorded(self, prepared: Prepared) -> bool:
+        """Wait for the audit to be written; False (logged) when it could not be: the call goes on without."""
+        task = prepared.recording
+        if task is None:
+            return True
+        try:
+            with anyio.CancelScope(shield=True):
+                await asyncio.shield(task)
+        except Exception as error:
+            log.warning("could not record endpoint audit %s (%s)", prepared.audit_id, type(error).__name__)
+            return False
+        return True
+
+    async def _cleanup(self, repos: Repositories) -> None:
+        now = time.monotonic()
+        if now - self._last_cleanup >= CLEANUP_EVERY_SECONDS:
+            self._last_cleanup = now
+            deleted = await repos.proxy_audits.delete_expired()
+            if deleted:
+                log.info("deleted %d expired endpoint audit(s)", deleted)
+
+    async def _record_refusal(
+        self, prepared: Prepared, shape: fit.Shape, failure: ContextTooLong, protected: int
+    ) -> None:
+        payload = {
+            "provider_id": prepared.provider.id,
+            "provider_kind": prepared.provider.kind,
+            "model": prepared.model.name,
+            "tokenizer": {"profile": shape.profile.name, "approximate": shape.profile.approximate},
+            "budget": {
+                "context_limit": shape.window,
+                "response_reserve": shape.reserve,
+                "prompt_tokens": protected + shape.overhead,
+            },
+            "context_strategy": shape.strategy,
+            "entries": [],
+            "provider_messages": [],
+            "diagnostics": [*shape.notes, failure.message],
+            "excluded_count": 0,
+        }
+        with anyio.CancelScope(shield=True):
+            async with self.db.session() as session:
+                repos = Repositories(session)
+                await repos.proxy_audits.prepare(
+                    prepared.audit_id,
+                    user_id=prepared.call.user_id,
+                    model=prepared.model.name,
+                    payload=payload,
+                    excluded_count=0,
+                    ttl=self.audit_ttl,
+                )
+                await repos.proxy_audits.finish(prepared.audit_id, "failed", error_code=failure.code)
+                await self._cleanup(repos)
+
+    async def _finish(
+        self, prepared: Prepared, status: str, *, code: str | None = None, reply: ChatResult | None = None
+    ) -> None:
+        """End the audit once, and (T5) fold the provider's prompt count into the model's calibration, in
+        one transaction. Never fails the call: the caller's answer is already there."""
+        recorded = await self._recorded(prepared)
+        updates = None
+        if prepared.attempts:
+            sent = prepared.fitted.prompt_tokens
+            updates = {"attempts": [*prepared.attempts, {"outcome": status, "prompt_tokens": sent}]}
+        usage = reply.usage if reply is not None else None
+        try:
+            with anyio.CancelScope(shield=True):
+                async with self.db.session() as session:
+                    repos = Repositories(session)
+                    if recorded:
+                        await repos.proxy_audits.finish(
+                            prepared.audit_id,
+                            status,
+                            error_code=code,
+                            usage=_clean_usage(reply),
+                            payload_updates=updates,
+                        )
+                    if usage is not None and usage.input_tokens > 0 and prepared.estimated > 0:
+                        await repos.calibrations.observe(
+                            prepared.model.id, prepared.counting.base.name, prepared.estimated, usage.input_tokens
+                        )
+        except Exception as error:
+            log.warning("could not finish endpoint audit %s (%s)", prepared.audit_id, type(error).__name__)
 
     # -- forwarding ---------------------------------------------------------------------------------------
 
     def _client(self, provider: ProviderRow) -> ProviderClient:
         return self.client_factory(provider.kind, provider.base_url, provider.api_key, **self.client_options)
 
-    async def _finish(
-        self, prepared: Prepared, status: str, *, code: str | None = None, reply: ChatResult | None = None
-    ) -> None:
-        usage = None
-        if reply is not None and reply.usage is not None:
-            usage = {
-                "input_tokens": reply.usage.input_tokens,
-                "output_tokens": reply.usage.output_tokens,
-                "cached_input_tokens": reply.usage.cached_input_tokens,
-            }
-        with anyio.CancelScope(shield=True):
-            async with self.db.session() as session:
-                await Repositories(session).proxy_audits.finish(prepared.audit_id, status, error_code=code, usage=usage)
-
-    @contextlib.asynccontextmanager
-    async def _forwarding(self, prepared: Prepared) -> AsyncIterator[ProviderClient]:
-        """The provider's client for one forwarded call, and the one failure path of :meth:`complete` and
-        :meth:`stream`: a provider error finishes the audit ``failed`` (after teaching the calibration what a
-        context-length rejection says) and raises :class:`UpstreamFailed`; anything else (a cancellation, the
-        caller gone) finishes it ``cancelled`` and propagates. The client is closed either way."""
-        client = self._client(prepared.provider)
-        try:
-            yield client
-        except ProviderError as error:
-            await self._learn_from_rejection(prepared, error)
-            await self._finish(prepared, "failed", code=error.code)
-            raise UpstreamFailed(error, prepared.audit_id, prepared.excluded) from None
-        except BaseException:
-            await self._finish(prepared, "cancelled", code="GENERATION_CANCELLED")
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await client.aclose()
+    async def _failed(self, prepared: Prepared, error: ProviderError) -> UpstreamFailed:
+        await self._finish(prepared, "failed", code=error.code)
+        return UpstreamFailed(error, prepared.audit_id, prepared.excluded)
 
     async def complete(self, prepared: Prepared) -> ChatResult:
-        """Send the fitted request and wait for the whole reply; raises :class:`UpstreamFailed`."""
-        async with self._forwarding(prepared) as client:
-            reply = await client.complete(prepared.request)
+        """Send the fitted request and wait for the whole reply (refitted and sent once more after a
+        context-length rejection); raises :class:`UpstreamFailed` or :class:`ContextTooLong`."""
+        while True:
+            client = self._client(prepared.provider)
+            try:
+                reply = await client.complete(prepared.request)
+                break
+            except ProviderError as error:
+                if await self._refit(prepared, error):
+                    continue
+                raise await self._failed(prepared, error) from None
+            except BaseException:
+                await self._finish(prepared, "cancelled", code="GENERATION_CANCELLED")
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
         await self._finish(prepared, "completed", reply=reply)
-        await self._learn(prepared, reply)
         return reply
 
     async def stream(self, prepared: Prepared) -> AsyncGenerator[StreamEvent, None]:
-        """Stream the fitted request: ``TextDelta`` events, then one ``Finished``; raises :class:`UpstreamFailed`.
+        """Stream the fitted request: ``TextDelta`` events, then one ``Finished``; raises :class:`UpstreamFailed`
+        (or :class:`ContextTooLong`, only before the first event).
 
-        Closing the iterator early (the caller went away) cancels the provider call and marks the audit
-        ``cancelled``.
+        A context-length rejection before the first event is refitted and sent once more. Closing the
+        iterator early (the caller went away) cancels the provider call and marks the audit ``cancelled``.
         """
         finished: ChatResult | None = None
-        async with self._forwarding(prepared) as client, client.stream(prepared.request) as events:
-            async for event in events:
-                if isinstance(event, Finished):
-                    finished = event.result
-                yield event
+        started = False
+        while True:
+            client = self._client(prepared.provider)
+            try:
+                async with client.stream(prepared.request) as events:
+                    async for event in events:
+                        if isinstance(event, Finished):
+                            finished = event.result
+                        started = True
+                        yield event
+                break
+            except ProviderError as error:
+                if not started and await self._refit(prepared, error):
+                    continue
+                raise await self._failed(prepared, error) from None
+            except BaseException:
+                await self._finish(prepared, "cancelled", code="GENERATION_CANCELLED")
+                raise
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
         await self._finish(prepared, "completed", reply=finished)
-        await self._learn(prepared, finished)
 
-    async def _learn_from_rejection(self, prepared: Prepared, error: ProviderError) -> None:
-        """T5: a context-length rejection that states the real count teaches the factor, so the caller's
-        next request fits (the endpoint does not resend on its own)."""
-        if error.code != PROVIDER_CONTEXT_LENGTH or not error.reported_tokens or prepared.counting is None:
-            return
-        usage = Usage(input_tokens=error.reported_tokens)
-        await learn(self.db, prepared.model, prepared.counting.base, prepared.estimated, usage)
+    async def _refit(self, prepared: Prepared, error: ProviderError) -> bool:
+        """T5: after a context-length rejection (once per call), learn the real size, fit again at that ratio
+        and say True (send again). Raises :class:`ContextTooLong` when even the protected messages are over.
 
-    async def _learn(self, prepared: Prepared, reply: ChatResult | None) -> None:
-        """T5: the provider's prompt tokens calibrate the model's estimates, as for chat generations."""
-        if prepared.counting is not None and reply is not None:
-            await learn(self.db, prepared.model, prepared.counting.base, prepared.estimated, reply.usage)
+        With a stated count the ratio is that count over our uncalibrated one, and it is stored as a
+        calibration observation; without one the prompt is assumed :data:`RETRY_GROWTH` larger than we
+        counted it. A smaller limit stated by the provider replaces the model's window.
+        """
+        if error.code != PROVIDER_CONTEXT_LENGTH or prepared.attempts:
+            return False
+        await self._recorded(prepared)  # the audit (and the estimate) first
+        counting, shape = prepared.counting, prepared.shape
+        estimated, sent = prepared.estimated, prepared.fitted.prompt_tokens
+        reported = error.reported_tokens
+        calibration = counting.calibration
+        if reported and estimated:
+            ratio = reported / estimated
+            try:
+                async with self.db.session() as session:
+                    calibration = await Repositories(session).calibrations.observe(
+                        prepared.model.id, counting.base.name, estimated, reported
+                    )
+            except Exception as failure:  # the retry still uses the ratio
+                log.warning("could not record the calibration of %s (%s)", prepared.model.id, type(failure).__name__)
+        else:
+            ratio = (sent / estimated if estimated else 1.0) * RETRY_GROWTH
+        window = shape.window
+        if error.reported_limit and error.reported_limit < window:
+            window = error.reported_limit
+        profile = corrected(counting.base, calibration, ratio)
+        if profile is None:  # a profile that cannot be scaled: shrink the window instead
+            shrunk = shape.reserve + math.floor((window - shape.reserve) / (ratio * 1.02))
+            retry_shape = fit.with_profile(shape, shape.profile, shrunk)
+        else:
+            retry_shape = fit.with_profile(shape, profile, window)
+        retry_shape.notes.append(
+            f"the provider rejected the prompt as too long; fitted again at {ratio:.3f}x our count and sent once more"
+        )
+        prepared.attempts.append(
+            {
+                "outcome": CONTEXT_LENGTH_RETRY,
+                "error_code": error.code,
+                "prompt_tokens": sent,
+                "estimated_tokens": estimated,
+                "reported_tokens": reported,
+                "reported_limit": error.reported_limit,
+                "ratio": round(ratio, 4),
+            }
+        )
+        try:
+            self._fit(prepared, retry_shape)
+        except TokenBudgetExceeded as budget_error:
+            too_long = ContextTooLong(
+                prepared.audit_id,
+                window,
+                retry_shape.reserve,
+                retry_shape.overhead,
+                budget_error.protected_tokens,
+                reported_tokens=reported,
+            )
+            await self._finish(prepared, "failed", code=too_long.code)
+            raise too_long from None
+        payload = self._payload(prepared)
+        try:
+            with anyio.CancelScope(shield=True):
+                async with self.db.session() as session:
+                    await Repositories(session).proxy_audits.replace(
+                        prepared.audit_id, payload, excluded_count=prepared.excluded
+                    )
+        except Exception as failure:
+            log.warning("could not update endpoint audit %s (%s)", prepared.audit_id, type(failure).__name__)
+        return True
+
+
+def _as_core(item: dict[str, Any]) -> Message:
+    """A caller's dict (:func:`~.proxy_fit.caller_dicts`) as a core message for the prompt pipeline."""
+    try:
+        return Message.from_dict({**item, "source": "system" if item.get("role") == "system" else "history"})
+    except (TypeError, ValueError) as error:
+        param = f"messages[{str(item.get('id'))[1:]}]"
+        raise invalid_request(f"{param}: {error}", param) from None
 
 
 __all__ = [
     "DEFAULT_AUDIT_TTL",
     "DEFAULT_RESERVE",
+    "DEFAULT_STRATEGY",
     "ContextTooLong",
     "Prepared",
     "ProxyCall",
     "ProxyService",
     "UpstreamFailed",
     "anthropic_options",
-    "core_messages",
+    "openai_options",
 ]

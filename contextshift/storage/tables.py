@@ -111,6 +111,8 @@ class ModelRow(Base):
     max_output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     enabled: Mapped[bool] = mapped_column(Boolean, nullable=False, default=True, server_default=true())
     tokenizer: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: V7: the strategy the compatible endpoints fit this model's requests with when a request names none.
+    context_strategy: Mapped[str | None] = mapped_column(String(100), nullable=True)
     created_at: Mapped[datetime] = _created()
 
 

@@ -42,7 +42,10 @@ async def test_every_api_route_refuses_a_request_without_a_token(service: Servic
                 response = await client.request(method, path, json={} if method != "GET" else None)
                 assert response.status_code == 401, (method, path, response.text)
                 error = response.json()["error"]
-                if path.startswith("/v1"):  # OpenAI's error shape, for its SDKs
+                if path.startswith("/v1/messages"):  # Anthropic's error shape, for its SDK
+                    assert response.json()["type"] == "error" and error["type"] == "authentication_error"
+                    assert error["message"]
+                elif path.startswith("/v1"):  # OpenAI's error shape, for its SDKs
                     assert error["code"] == "invalid_api_key" and error["message"]
                 else:
                     assert (error["code"], error["params"]) == (code, {}) and error["message"]

@@ -186,6 +186,25 @@ async def test_a_turn_over_half_the_window_schedules_a_background_pass(service: 
     assert not is_summarizer(service.fake.requests[0])  # the reply went first: nothing delayed it
 
 
+async def test_a_history_over_twice_the_window_is_compacted_behind_the_turn_not_before_it(service: Service) -> None:
+    ids = await service.setup_chat(context_window=1200, response_reserve=100)
+    await fill(service, ids["chat"], 60)  # ~4,000 compactable tokens: over 200% of 1,200
+    service.fake.script(
+        Reply("Here is my answer."), *[Reply(f"Summary part {n}: words were counted.") for n in range(9)]
+    )
+    reply = await service.post(f"/api/v2/chats/{ids['chat']}/generate", {"content": "so?", "stream": False}, 200)
+    assert reply["message"]["content"] == "Here is my answer."
+    assert not is_summarizer(service.fake.requests[0])  # no pass ran before the turn: nothing delayed it
+    audit = (await service.http.get(f"/api/v2/chats/{ids['chat']}/context-audit")).json()["audit"]
+    assert any("compacted in the background" in note for note in audit["diagnostics"])
+    for _ in range(200):  # a count, not a clock: the queued run finishes behind the turn
+        done = [entry for entry in await logs(service, ids["chat"]) if entry["status"] != "running"]
+        if done:
+            break
+        await asyncio.sleep(0.05)
+    assert done[0]["trigger"] == "background" and done[0]["status"] == "ok"
+
+
 async def test_a_session_far_over_its_window_compacts_in_several_passes(service: Service) -> None:
     ids = await service.setup_chat(context_window=1200, response_reserve=100)
     raw = await fill(service, ids["chat"], 60)  # ~4,000 tokens, more than three windows

@@ -22,7 +22,7 @@ from contextshift.core.messages import Message
 from contextshift.tokenizers import get_tokenizer
 from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Account, Server, Service, bearer
 from tests.databases import Backend
-from tests.fakes import SECRET, Error, FakeToolCall, Raw, Reply, closed_port_url
+from tests.fakes import SECRET, Counting, Error, FakeToolCall, Raw, Reply, closed_port_url
 from tests.fakes.server import FakeProvider
 
 PROVIDER_KEY = "sk-test-KEY-789"
@@ -568,3 +568,208 @@ async def test_a_session_refuses_tools_an_unknown_chat_and_another_users_chat(
     assert foreign.value.code == "chat_not_found"
     assert service.fake.requests == []
     assert (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"] == []
+
+
+# -- recovery from a context-length rejection (T5) -------------------------------------------------------
+
+DENSE = 2.6  # characters a token of the fake model: about 1.5x denser than contextshift's 4-characters estimate
+
+
+def chatter(turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You remember gardens."}]
+    for n in range(turns):
+        role = "user" if n % 2 == 0 else "assistant"
+        messages.append({"role": role, "content": f"Message {n}: the garden, the weather and dinner on day {n}."})
+    messages.append({"role": "user", "content": "What should I plant next?"})
+    return messages
+
+
+async def test_a_context_length_rejection_is_refitted_and_sent_once_more(service: Service) -> None:
+    model_id = await setup_model(service, window=2000, model="mystery-model")  # approximate profile
+    service.fake.count_as(chars_per_token=DENSE, window=2000)
+    raw = sync_client(service).chat.completions.with_raw_response.create(
+        model="mystery-model",
+        messages=chatter(120),
+        max_tokens=500,  # type: ignore[arg-type]
+    )
+    assert raw.parse().choices[0].message.content == "Echo: What should I plant next?"
+    first, second = service.fake.requests
+    assert first.over_limit and not second.over_limit
+    real = Counting(DENSE).prompt_tokens(first.json)
+    assert len(second.messages) < len(first.messages)
+    assert Counting(DENSE).prompt_tokens(second.json) + 500 <= 2000
+    excluded = int(raw.headers["x-contextshift-excluded"])
+    assert excluded == 122 - len(second.messages)  # the header tells the fit that was sent
+    record = await audit(service, raw.headers["x-contextshift-audit"])
+    assert record["status"] == "completed" and record["excluded_count"] == excluded
+    retry, final = record["attempts"]
+    assert retry["outcome"] == "context-length-retry" and retry["error_code"] == "PROVIDER_CONTEXT_LENGTH"
+    assert retry["reported_tokens"] == real
+    assert retry["ratio"] == pytest.approx(real / retry["estimated_tokens"], rel=1e-3)
+    assert final["outcome"] == "completed" and final["prompt_tokens"] == record["budget"]["prompt_tokens"]
+    assert any("fitted again" in d for d in record["diagnostics"])
+    model = (await service.http.get(f"/api/v2/models/{model_id}")).json()["model"]
+    assert model["calibration"]["calls"] == 2  # the rejection's stated count, then the success's usage
+    never_leaks(json.dumps(record))
+
+
+async def test_a_stream_is_recovered_before_its_first_chunk(service: Service) -> None:
+    await setup_model(service, window=2000, model="mystery-model")
+    service.fake.count_as(chars_per_token=DENSE, window=2000)
+    async with async_client(service) as client:
+        stream = await client.chat.completions.create(
+            model="mystery-model",
+            messages=chatter(120),
+            max_tokens=500,
+            stream=True,  # type: ignore[arg-type]
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text == "Echo: What should I plant next?"
+    assert [r.over_limit for r in service.fake.requests] == [True, False]
+    assert all(r.stream for r in service.fake.requests)
+
+
+async def test_protected_messages_over_the_real_limit_are_context_length_exceeded_after_one_try(
+    service: Service,
+) -> None:
+    await setup_model(service, window=2000, model="mystery-model")
+    service.fake.count_as(chars_per_token=1.0, window=2000)  # four times our estimate
+    long_system = {"role": "system", "content": "Rule: be kind to plants. " * 70}  # 1,750 real tokens
+    with pytest.raises(openai.BadRequestError) as caught:
+        sync_client(service).chat.completions.create(
+            model="mystery-model",
+            messages=[long_system, *chatter(10)[1:]],
+            max_tokens=500,  # type: ignore[list-item]
+        )
+    error = caught.value
+    assert error.code == "context_length_exceeded" and "provider counted the prompt" in error.message
+    assert len(service.fake.requests) == 1  # nothing is sent that cannot fit
+    record = await audit(service, error.response.headers["x-contextshift-audit"])
+    assert record["status"] == "failed" and record["error_code"] == "CONTEXT_LENGTH_EXCEEDED"
+    assert [a["outcome"] for a in record["attempts"]] == ["context-length-retry", "failed"]
+
+
+async def test_another_provider_error_is_not_resent(service: Service) -> None:
+    await setup_model(service)
+    service.fake.script(Error(400, message="bad tool schema", error_type="invalid_request_error"))
+    with pytest.raises(openai.BadRequestError) as caught:
+        sync_client(service).chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.code == "upstream_rejected_request"
+    assert len(service.fake.requests) == 1
+    never_leaks(caught.value.response.text)
+
+
+# -- a model's strategy ----------------------------------------------------------------------------------
+
+
+async def test_a_models_strategy_applies_when_the_request_names_none(service: Service) -> None:
+    model_id = await setup_model(service, window=2000)
+    response = await service.http.patch(f"/api/v2/models/{model_id}", json={"context_strategy": "summarize"})
+    assert response.status_code == 200 and response.json()["model"]["context_strategy"] == "summarize"
+    client = sync_client(service)
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o", messages=long_agent_conversation(30))  # type: ignore[arg-type]
+    assert (await audit(service, raw.headers["x-contextshift-audit"]))["context_strategy"] == "summarize"
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o",
+        messages=long_agent_conversation(30),  # type: ignore[arg-type]
+        extra_body={"contextshift": {"strategy": "truncate"}},  # the request's own choice wins
+    )
+    assert (await audit(service, raw.headers["x-contextshift-audit"]))["context_strategy"] == "truncate"
+    refused = await service.http.patch(f"/api/v2/models/{model_id}", json={"context_strategy": "no-such"})
+    assert refused.status_code == 422
+    cleared = await service.http.patch(f"/api/v2/models/{model_id}", json={"context_strategy": None})
+    assert cleared.json()["model"]["context_strategy"] is None
+
+
+# -- forwarding as written -------------------------------------------------------------------------------
+
+
+async def test_kept_messages_reach_the_provider_byte_for_byte(service: Service) -> None:
+    await setup_model(service, window=4000)
+    messages = long_agent_conversation(40)
+    messages[2]["content"] = None  # as the app wrote it (not the "" contextshift would write)
+    messages[-4]["content"] = "unicode: é – 漢字 \u2028 and an emoji 🌱"
+    messages.insert(1, {"role": "developer", "content": "Be brief.", "pinned": False})
+    texts = [json.dumps(m, indent=3, ensure_ascii=True) for m in messages]  # an unusual but valid layout
+    body = '{"model": "gpt-4o",\n "max_tokens": 300,\n "messages": [' + ",\n".join(texts) + "]}"
+    async with service.client(service.token) as http:
+        response = await http.post(
+            "/v1/chat/completions", content=body.encode(), headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 200, response.text
+    sent = service.fake.last
+    forwarded = sent.raw.decode()
+    excluded = int(response.headers["x-contextshift-excluded"])
+    assert excluded > 0 and len(sent.messages) == len(messages) - excluded
+    assert sent.messages[1] == {"role": "system", "content": "Be brief."}  # developer read as system, no pinned
+    kept = [n for n, m in enumerate(messages) if m in sent.messages]
+    assert len(kept) == len(sent.messages) - 1
+    for n in kept:
+        if n != 1:
+            assert texts[n] in forwarded  # each kept message as its own text, layout and escapes and all
+    assert all(texts[n] not in forwarded for n in range(len(messages)) if n not in kept)
+
+
+# -- refusals decided before the route, in OpenAI's shape -----------------------------------------------
+
+
+def assert_openai_shape(response: httpx.Response, code: str) -> None:
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "code", "param"}
+    assert body["error"]["code"] == code and body["error"]["message"]
+
+
+async def test_middleware_refusals_on_v1_are_openai_errors_the_sdk_raises(service: Service) -> None:
+    await setup_model(service)
+    hi = [{"role": "user", "content": "x"}]
+    foreign_host = openai.OpenAI(
+        base_url=f"{service.url}/v1", api_key=service.token, max_retries=0, default_headers={"Host": "evil.example"}
+    )
+    with pytest.raises(openai.BadRequestError) as host:
+        foreign_host.chat.completions.create(model="gpt-4o", messages=hi)  # type: ignore[arg-type]
+    assert_openai_shape(host.value.response, "host_not_allowed")
+    assert host.value.response.headers["x-frame-options"] == "DENY"  # the guard's headers are kept
+    with pytest.raises(openai.PermissionDeniedError) as origin:
+        sync_client(service).chat.completions.create(
+            model="gpt-4o",
+            messages=hi,  # type: ignore[arg-type]
+            extra_headers={"Origin": "http://evil.example"},
+        )
+    assert_openai_shape(origin.value.response, "origin_not_allowed")
+    with pytest.raises(openai.APIStatusError) as media:
+        sync_client(service).chat.completions.create(
+            model="gpt-4o",
+            messages=hi,  # type: ignore[arg-type]
+            extra_headers={"Content-Type": "text/plain"},
+        )
+    assert media.value.status_code == 415
+    assert_openai_shape(media.value.response, "unsupported_media_type")
+    with pytest.raises(openai.NotFoundError) as route:
+        sync_client(service).get("/no-such-route", cast_to=object)
+    assert_openai_shape(route.value.response, "not_found")
+    async with service.client() as anonymous:  # no token at all
+        refused = await anonymous.get("/v1/models")
+    assert refused.status_code == 401
+    assert_openai_shape(refused, "invalid_api_key")
+    assert refused.headers["www-authenticate"] == 'Bearer realm="contextshift"'
+    assert service.fake.requests == []
+
+
+async def test_the_body_limit_on_v1_is_a_413_the_sdk_raises_with_the_limit(
+    backend: Backend, fake_provider: FakeProvider
+) -> None:
+    app = create_app(
+        database=backend.database(), client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN, max_body_bytes=2000
+    )
+    with Server(app) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
+            service = Service(url, http, fake_provider, backend)
+            await setup_model(service)
+            with pytest.raises(openai.APIStatusError) as caught:
+                sync_client(service).chat.completions.create(
+                    model="gpt-4o", messages=[{"role": "user", "content": "long " * 1000}]
+                )
+    assert caught.value.status_code == 413
+    assert_openai_shape(caught.value.response, "payload_too_large")
+    assert "limit of 2000 bytes" in caught.value.message
+    assert fake_provider.requests == []

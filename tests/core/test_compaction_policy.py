@@ -15,6 +15,7 @@ from contextshift.core.compaction import (
     compactable_tokens,
     cooldown_active,
     decide,
+    sync_reach,
     triggers,
 )
 from contextshift.core.messages import Message, ToolCall
@@ -37,6 +38,15 @@ def test_synchronous_pass_runs_at_three_quarters_before_sending() -> None:
     decision = decide(W, 150_000, phase="before_send")
     assert (decision.action, decision.target_tokens, decision.trigger_tokens) == ("sync", 80_000, 150_000)
     assert decide(W, 149_999, phase="before_send").action == "none"
+
+
+def test_before_sending_a_history_over_twice_the_window_is_compacted_in_the_background() -> None:
+    # W = 16,000: passes of about a window each cannot bring 32,001 under 12,000 before the turn goes out.
+    assert decide(16_000, 12_000, phase="before_send").action == "sync"
+    assert decide(16_000, 32_000, phase="before_send").action == "sync"
+    decision = decide(16_000, 32_001, phase="before_send")
+    assert (decision.action, decision.target_tokens, decision.reason) == ("background", 6_400, "over_sync_reach")
+    assert sync_reach(16_000) == 32_000 and sync_reach(W) == 400_000
 
 
 def test_target_is_forty_percent_of_the_window() -> None:

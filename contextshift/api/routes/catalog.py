@@ -107,7 +107,7 @@ async def get_model(model_id: str, repos: Repos) -> dict[str, Any]:
 
 @router.patch("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(403, 404))
 async def patch_model(model_id: str, body: s.ModelPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
-    nullable = {"context_window", "max_output_tokens", "tokenizer"}
+    nullable = {"context_window", "max_output_tokens", "tokenizer", "context_strategy"}
     changes = unchanged_if_null(body.model_dump(exclude_unset=True), nullable=nullable)
     row = await repos.models.update(model_id, changes)
     if row is None:

@@ -9,21 +9,18 @@ its audit, ``GET /api/v2/proxy-audits/{id}``).
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response
 from pydantic import BaseModel
 
-from ...providers import Finished, TextDelta
-from ...providers.base import ChatResult, StreamEvent
 from ...service.errors import ServiceError
-from ...service.proxy import ContextTooLong, ProxyService, UpstreamFailed, invalid_request
+from ...service.proxy import ContextTooLong
 from .. import openai_sessions as sessions
 from .. import openai_wire as wire
 from ..auth import Caller
+from ..compat_forward import Dialect, forward, proxy_service, read_body
 
 
 class OpenAIErrorBody(BaseModel):
@@ -34,18 +31,22 @@ class OpenAIErrorBody(BaseModel):
 
 
 class OpenAIError(BaseModel):
-    """OpenAI's error shape (never contextshift's own envelope on ``/v1``)."""
+    """OpenAI's error shape (never contextshift's own envelope on ``/v1``: see ``compat_errors``)."""
 
     error: OpenAIErrorBody
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     words = {
-        400: "Invalid request, or context_length_exceeded: the protected messages alone exceed the budget",
+        400: "Invalid request (or a Host the service does not answer to: host_not_allowed), or "
+        "context_length_exceeded: the protected messages alone exceed the budget",
         401: "invalid_api_key",
+        403: "origin_not_allowed: a request from another site",
         404: "model_not_found",
-        413: "The request body is too large",
-        429: "rate_limit_exceeded: too many failed sign-ins, or the provider's rate limit; with Retry-After",
+        413: "payload_too_large: the request body is over the size limit",
+        415: "unsupported_media_type: the body is not JSON",
+        429: "The provider's rate limit, passed through with Retry-After (or too many failed sign-ins)",
+        500: "internal_error",
         502: "The provider failed or answered something unreadable",
         503: "The provider is unavailable",
         504: "The provider timed out",
@@ -101,26 +102,21 @@ CHAT_BODY = {
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
-
-def proxy_service(request: Request) -> ProxyService:
-    service: ProxyService = request.app.state.proxy
-    return service
-
-
-async def _body(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise invalid_request("The request body is not valid JSON.") from None
+OPENAI_DIALECT = Dialect(
+    answer=lambda reply, prepared: wire.completion(reply, audit_id=prepared.audit_id, model=prepared.call.model),
+    writer=lambda prepared: wire.Chunks(
+        audit_id=prepared.audit_id, model=prepared.call.model, include_usage=prepared.call.include_usage
+    ),
+    service_error=wire.service_error,
+    provider_response=wire.provider_response,
+    stream_error=wire.stream_error,
+)
 
 
 @router.get(
     "/models",
     summary="The models a caller may name, in OpenAI's list shape",
-    # the sign-in's refusals in OpenAI's shape; those of the checks before it (the body limit, even on a GET) are
-    # added in contextshift's envelope with the other operations' (api/refusals.py)
-    responses=_errors(401, 429),
+    responses=_errors(400, 401, 413, 500),
 )
 async def list_models(request: Request) -> dict[str, Any]:
     models = await proxy_service(request).models()
@@ -156,14 +152,17 @@ async def list_models(request: Request) -> dict[str, Any]:
                 },
             },
         },
-        **_errors(400, 401, 404, 413, 429, 502, 503, 504),
+        **_errors(400, 401, 403, 404, 413, 415, 429, 500, 502, 503, 504),
     },
     openapi_extra={"requestBody": CHAT_BODY},
 )
 async def chat_completions(request: Request, principal: Caller) -> Response:
     service = proxy_service(request)
     try:
-        call, include_usage, extension = wire.read_call(await _body(request), user_id=principal.user_id)
+        parsed, clean = await read_body(request)
+        call, include_usage, extension = wire.read_call(
+            parsed.value, user_id=principal.user_id, messages_json=parsed.messages_json, clean=clean
+        )
         if extension.get("chat_id") is not None:
             return await sessions.answer(
                 service, request.app.state.generations, call, extension["chat_id"], include_usage, principal
@@ -173,54 +172,4 @@ async def chat_completions(request: Request, principal: Caller) -> Response:
         return wire.service_error(error, wire.visibility(error.audit_id, 0))
     except ServiceError as error:
         return wire.service_error(error)
-    headers = wire.visibility(prepared.audit_id, prepared.excluded)
-    if not call.stream:
-        try:
-            reply = await service.complete(prepared)
-        except UpstreamFailed as failed:
-            return wire.provider_response(failed.error, headers)
-        return JSONResponse(wire.completion(reply, audit_id=prepared.audit_id, model=call.model), headers=headers)
-
-    events = service.stream(prepared)
-    try:
-        first = await anext(events)  # the provider's status is known before our own response starts
-    except UpstreamFailed as failed:
-        return wire.provider_response(failed.error, headers)
-    except StopAsyncIteration:
-        first = None
-    chunks = wire.Chunks(audit_id=prepared.audit_id, model=call.model, include_usage=include_usage)
-    return StreamingResponse(
-        _stream(chunks, first, events),
-        media_type="text/event-stream",
-        headers={**headers, "cache-control": "no-cache"},
-    )
-
-
-async def _stream(
-    chunks: wire.Chunks, first: StreamEvent | None, events: AsyncGenerator[StreamEvent, None]
-) -> AsyncIterator[bytes]:
-    yield chunks.start()
-    finished: ChatResult | None = None
-    pending = [first] if first is not None else []
-    try:
-        while True:
-            if pending:
-                event = pending.pop()
-            else:
-                try:
-                    event = await anext(events)
-                except StopAsyncIteration:
-                    break
-            if isinstance(event, TextDelta) and event.text:
-                yield chunks.text(event.text)
-            elif isinstance(event, Finished):
-                finished = event.result
-    except UpstreamFailed as failed:
-        _status, body, _headers = wire.provider_error(failed.error)
-        yield wire.sse(body)  # the openai SDK raises APIError on an error chunk
-        return
-    finally:
-        await events.aclose()
-    if finished is not None:
-        for chunk in chunks.end(finished):
-            yield chunk
+    return await forward(service, prepared, OPENAI_DIALECT)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ...service.errors import not_found
 from ...storage.tables import ProxyAuditRow
@@ -31,6 +31,9 @@ class ProxyAuditOut(s.PreviewOut):
     created_at: datetime
     finished_at: datetime | None
     expires_at: datetime
+    attempts: list[s.AttemptOut] = Field(
+        default_factory=list, description="A context-length retry and its outcome, when there was one (T5)"
+    )
 
 
 class ProxyAuditSummary(BaseModel):
@@ -54,6 +57,7 @@ class ProxyAuditList(BaseModel):
 
 
 def _audit(row: ProxyAuditRow) -> ProxyAuditOut:
+    attempts = (row.payload or {}).get("attempts") or []
     return ProxyAuditOut(
         **s.PreviewOut.model_validate(dict(row.payload or {})).model_dump(),
         id=row.id,
@@ -63,6 +67,7 @@ def _audit(row: ProxyAuditRow) -> ProxyAuditOut:
         created_at=row.created_at,
         finished_at=row.finished_at,
         expires_at=row.expires_at,
+        attempts=[s.AttemptOut.model_validate(a) for a in attempts if isinstance(a, dict)],
     )
 
 

@@ -29,11 +29,13 @@ from .policy import (
     DEFAULT_RATIO,
     FAILURE_COOLDOWN_SECONDS,
     MAX_BACKGROUND_PASSES,
+    OVER_SYNC_REACH,
     CompactionSettings,
     Decision,
     Triggers,
     cooldown_active,
     decide,
+    sync_reach,
     triggers,
 )
 from .records import (
@@ -90,6 +92,7 @@ __all__ = [
     "NATURAL_STOPS",
     "NOTHING_TO_FOLD",
     "NOT_SMALLER",
+    "OVER_SYNC_REACH",
     "SELECTED",
     "SUMMARY_HEADER",
     "SYSTEM_PROMPT",
@@ -137,6 +140,7 @@ __all__ = [
     "summary_covers",
     "summary_from_selection",
     "summary_message",
+    "sync_reach",
     "triggers",
     "validate_summary",
 ]

@@ -6,6 +6,11 @@ Automatic mode (threshold ``0``), relative to the chat model's window ``W``:
 * before sending a turn, pressure ``>= 75% W`` runs a **synchronous** pass first;
 * both aim at ``40% W`` of raw history; the synchronous target never exceeds ``50% W``, so one pass ends
   below the next trigger. A background run makes at most :data:`MAX_BACKGROUND_PASSES` passes.
+* before sending, a history of more than ``200% W`` (an imported chat, or one whose summarizer was down for
+  long) is **not** compacted synchronously: passes of about a window each cannot bring it under the trigger,
+  and the turn would wait for all of them. It is compacted in the background instead, a run after each
+  turn, and shifting fits the turn meanwhile. With ``W = 16,000``: 12,000 runs a pass before the turn,
+  40,000 schedules one behind it.
 
 Legacy mode (threshold ``> 0``): after a turn, pressure ``>= min(threshold, 75% W)`` schedules a background
 pass that folds ``ratio`` of the compactable history (target ``pressure × (1 − ratio)``); the synchronous
@@ -32,6 +37,8 @@ TARGET_PERCENT = 40
 SYNC_TARGET_CAP_PERCENT = 50
 #: C2: a background run makes at most this many passes.
 MAX_BACKGROUND_PASSES = 3
+#: Before sending, a history over this share of the window is compacted in the background, not before the turn.
+SYNC_REACH_PERCENT = 200
 #: C6/C10: seconds an automatic pass waits after a failed one (manual runs bypass it).
 FAILURE_COOLDOWN_SECONDS = 300.0
 DEFAULT_RATIO = 0.5
@@ -42,6 +49,7 @@ WINDOW_UNKNOWN = "window_unknown"
 BELOW_TRIGGER = "below_trigger"
 BACKGROUND_TRIGGER = "background_trigger"  # automatic, after a turn, >= 50%
 SYNC_TRIGGER = "sync_trigger"  # before sending, >= 75%
+OVER_SYNC_REACH = "over_sync_reach"  # before sending, > 200%: too far over for passes before the turn
 LEGACY_THRESHOLD = "legacy_threshold"  # legacy, after a turn, >= threshold
 
 
@@ -116,6 +124,11 @@ def triggers(window: int | None, settings: CompactionSettings | None = None) -> 
     return Triggers(background, sync, _percent(size, TARGET_PERCENT), cap)
 
 
+def sync_reach(window: int) -> int:
+    """The most pressure a synchronous pass still takes on before a turn (:data:`SYNC_REACH_PERCENT` of it)."""
+    return _percent(window, SYNC_REACH_PERCENT)
+
+
 def _legacy_target(pressure: int, ratio: float) -> int:
     return max(0, pressure - math.ceil(pressure * ratio - 1e-9))
 
@@ -129,13 +142,17 @@ def decide(window: int | None, pressure: int, settings: CompactionSettings | Non
     settings = settings or CompactionSettings()
     if not settings.enabled:
         return Decision("none", None, DISABLED, pressure=pressure)
-    figures = triggers(window, settings)
-    if figures is None:
+    size = _window(window)
+    figures = triggers(size, settings)
+    if size is None or figures is None:
         return Decision("none", None, WINDOW_UNKNOWN, pressure=pressure)
     base = figures.target if settings.automatic else _legacy_target(pressure, settings.ratio)
     if phase == "before_send":
+        capped = min(base, figures.sync_target_cap)
+        if pressure > sync_reach(size):
+            return Decision("background", capped, OVER_SYNC_REACH, figures.sync, pressure)
         if pressure >= figures.sync:
-            return Decision("sync", min(base, figures.sync_target_cap), SYNC_TRIGGER, figures.sync, pressure)
+            return Decision("sync", capped, SYNC_TRIGGER, figures.sync, pressure)
         return Decision("none", None, BELOW_TRIGGER, figures.sync, pressure)
     if pressure >= figures.background:
         reason = BACKGROUND_TRIGGER if settings.automatic else LEGACY_THRESHOLD

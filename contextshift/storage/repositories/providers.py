@@ -65,6 +65,7 @@ _MODEL_FIELDS: dict[str, Validator] = {
     "max_output_tokens": optional_positive,
     "enabled": boolean,
     "tokenizer": partial(optional_text, max_length=200),
+    "context_strategy": partial(optional_text, max_length=100),
 }
 
 
@@ -135,6 +136,7 @@ class ModelRepository:
         max_output_tokens: int | None = None,
         enabled: bool = True,
         tokenizer: str | None = None,
+        context_strategy: str | None = None,
     ) -> ModelRow:
         """Raises ``NotFound`` (``PROVIDER_NOT_FOUND``) when the provider does not exist."""
         if await self.session.get(ProviderRow, provider_id) is None:
@@ -147,6 +149,7 @@ class ModelRepository:
             "max_output_tokens": max_output_tokens,
             "enabled": enabled,
             "tokenizer": tokenizer,
+            "context_strategy": context_strategy,
         }
         apply_changes(row, fields, _MODEL_FIELDS)
         self.session.add(row)

@@ -47,7 +47,10 @@ class ProxyAuditRepository:
         payload: Mapping[str, Any],
         excluded_count: int,
         ttl: timedelta,
+        clean: bool = False,
     ) -> ProxyAuditRow:
+        """Insert the audit of a call, ``prepared``. ``clean``: the caller knows no text in ``payload`` holds a
+        NUL (the request body had no ``\\u0000``), so it is not serialized once more to look."""
         now = utcnow()
         row = ProxyAuditRow(
             id=audit_id,
@@ -55,7 +58,7 @@ class ProxyAuditRepository:
             model=model[:200],
             status="prepared",
             excluded_count=excluded_count,
-            payload=_storable(payload),
+            payload=dict(payload) if clean else _storable(payload),
             created_at=now,
             expires_at=now + ttl,
         )
@@ -70,8 +73,11 @@ class ProxyAuditRepository:
         *,
         error_code: str | None = None,
         usage: Mapping[str, Any] | None = None,
+        payload_updates: Mapping[str, Any] | None = None,
     ) -> bool:
-        """End a prepared audit with a terminal status; False when it is not prepared (finished, or gone)."""
+        """End a prepared audit with a terminal status; False when it is not prepared (finished, or gone).
+
+        ``payload_updates`` are merged into the stored payload (e.g. the attempts of a recovered call)."""
         if status not in TERMINAL_STATUSES:
             raise InvalidValue("status", f"must be one of {', '.join(TERMINAL_STATUSES)}")
         code = normalize_error_code(error_code) if error_code is not None else None
@@ -80,10 +86,25 @@ class ProxyAuditRepository:
         values: dict[str, Any] = {"status": status, "error_code": code, "finished_at": utcnow()}
         if usage is not None:
             values["usage"] = _storable(usage)
+        if payload_updates:
+            current = await self.session.scalar(select(ProxyAuditRow.payload).where(ProxyAuditRow.id == audit_id))
+            if current is None:
+                return False
+            values["payload"] = _storable({**current, **payload_updates})
         statement = (
             update(ProxyAuditRow)
             .where(ProxyAuditRow.id == audit_id, ProxyAuditRow.status == "prepared")
             .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        return await execute_rowcount(self.session, statement) == 1
+
+    async def replace(self, audit_id: str, payload: Mapping[str, Any], *, excluded_count: int) -> bool:
+        """A prepared audit's payload made anew (a call fitted again after a rejection); False if not prepared."""
+        statement = (
+            update(ProxyAuditRow)
+            .where(ProxyAuditRow.id == audit_id, ProxyAuditRow.status == "prepared")
+            .values(payload=_storable(payload), excluded_count=excluded_count)
             .execution_options(synchronize_session=False)
         )
         return await execute_rowcount(self.session, statement) == 1
