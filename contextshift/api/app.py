@@ -29,11 +29,12 @@ from .auth import AuthMiddleware, caller
 from .browser import CsrfGuard, TokenLogin, csrf_options
 from .compat_errors import CompatErrors
 from .created import link_created
-from .errors import error_responses, install_error_handlers
+from .errors import install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
 from .health import install_health
 from .limits import RequestLimits, max_body_bytes_from_env
 from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
+from .refusals import add_refusals
 from .routes import (
     anthropic_compat,
     bots,
@@ -51,6 +52,11 @@ from .routes import (
 API_PREFIX = "/api/v2"
 #: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
 API_DEPENDENCIES = [Depends(caller)]
+#: The routers under API_PREFIX.
+API_MODULES = (catalog, bots, chats, generation, compaction, users, proxy_audits, examples, jobs)
+#: Operations that never answer 503 DATABASE_BUSY: /healthz reads without the write lock and answers its own 503
+#: (its Health body, ``database_status: unavailable``) when the database does not answer.
+DATABASE_FREE = frozenset({"/healthz"})
 
 log = logging.getLogger("contextshift.api")
 
@@ -153,24 +159,28 @@ def create_app(
     app.add_middleware(RequestGuard, extra_hosts=hosts, bound_host=bound_host)
     app.add_middleware(CompatErrors)  # /v1's refusals, wherever decided, in the shape its SDKs read
     browser.quiet_tokens_in_access_log()
-    # every API operation can refuse a request (400, 415, 422), an oversized body (413), a caller (401, 403, 429)
-    api = APIRouter(
-        dependencies=API_DEPENDENCIES, responses=error_responses(400, 401, 403, 404, 413, 415, 422, 429, 500)
-    )
-    for module in (catalog, bots, chats, generation, compaction, users, proxy_audits, examples, jobs):
+    # what every operation can answer before its route runs is added to the document by add_refusals, which
+    # reads the routes of these routers (under their prefix)
+    routers = [(API_PREFIX, module.router) for module in API_MODULES]
+    routers += [("", openai_compat.router), ("", anthropic_compat.router), ("", browser.router)]
+    api = APIRouter(dependencies=API_DEPENDENCIES)
+    for module in API_MODULES:
         api.include_router(module.router)
     app.include_router(api, prefix=API_PREFIX)
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(anthropic_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(browser.router)
 
-    install_health(app)
+    install_health(app)  # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)
 
     plain_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = link_created(plain_openapi())
+            routes = [(prefix, route) for prefix, router in routers for route in router.routes]
+            routes += [("", route) for route in app.router.routes]  # /healthz
+            document = add_refusals(plain_openapi(), routes, database_free=DATABASE_FREE)
+            app.openapi_schema = link_created(document)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -23,8 +23,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..service.accounts import SESSION_LIFETIME
 from ..service.errors import Refusal, ServiceError
 from ..storage import Database, Repositories
+from ..storage.database import DatabaseBusy
 from ..storage.types import utcnow
-from .errors import http_headers, http_status
+from .errors import error_response, http_headers, http_status
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
@@ -121,6 +122,9 @@ class AuthMiddleware:
             body: dict[str, Any] = {"error": {"code": error.code, "message": error.message, "params": error.params}}
             response = JSONResponse(body, status_code=http_status(error), headers=http_headers(error))
             await response(scope, receive, send)
+            return
+        except DatabaseBusy as error:  # the token could not be looked up: 503, not the 500 of an escaped error
+            await error_response(error)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         await self.app(scope, receive, send)

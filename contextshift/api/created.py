@@ -34,9 +34,10 @@ def locate(request: Request, response: Response, reader: str, **path_params: str
 
 
 def link_created(document: dict[str, Any]) -> dict[str, Any]:
-    """OpenAPI links from each create (a ``POST`` answering 201) to the get, update and delete of what it made
-    (``/things`` to ``/things/{thing_id}``, the id at ``$response.body#/thing/id``): schemathesis' stateful
-    phase follows them, so it reads, changes and deletes real objects instead of guessing ids."""
+    """OpenAPI links from each create (a ``POST`` answering 201) to every operation on what it made: the get,
+    update and delete of ``/things/{thing_id}`` and the operations under it with no other parameter
+    (``/things/{thing_id}/generate``), the id at ``$response.body#/thing/id``. schemathesis' stateful phase follows
+    them, so it reads, changes, deletes and uses real objects instead of guessing ids."""
     paths: dict[str, Any] = document.get("paths", {})
     for path, item in paths.items():
         created = item.get("post", {}).get("responses", {}).get("201")
@@ -44,18 +45,20 @@ def link_created(document: dict[str, Any]) -> dict[str, Any]:
             continue
         for other, operations in paths.items():
             rest = other.removeprefix(path + "/{")
-            if rest == other or not rest.endswith("_id}") or "/" in rest:
+            param, _, below = rest.partition("}")
+            if rest == other or not param.endswith("_id") or "/" in param or "{" in below:
                 continue
-            param = rest[:-1]
+            thing = param.removesuffix("_id")
+            suffix = below.strip("/").replace("/", "_").replace("-", "_")
             links = created.setdefault("links", {})
-            for method in ("get", "patch", "delete"):
+            for method in ("get", "post", "put", "patch", "delete"):
                 operation = operations.get(method)
                 if operation is not None and "operationId" in operation:
-                    links[f"{method}_{param.removesuffix('_id')}"] = {
+                    links[f"{method}_{thing}" + (f"_{suffix}" if suffix else "")] = {
                         "operationId": operation["operationId"],
                         "parameters": {
                             **{p: f"$request.path.{p}" for p in re.findall(r"{(\w+)}", path)},
-                            param: f"$response.body#/{param.removesuffix('_id')}/id",
+                            param: f"$response.body#/{thing}/id",
                         },
                     }
     return document

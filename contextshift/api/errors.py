@@ -1,7 +1,8 @@
 """One error envelope for every failure (V1, N1): ``{"error": {"code", "message", "params"}}``.
 
-Codes are stable ``UPPER_SNAKE`` strings (plus the product documents' dotted ``compaction.model_unavailable``).
-Messages are contextshift's own words: no upstream provider body, header or API key ever reaches a response.
+Codes are stable ``UPPER_SNAKE`` strings (plus the product documents' dotted ``compaction.model_unavailable``),
+each listed with its status in :mod:`.error_codes`. Messages are contextshift's own words: no upstream provider
+body, header or API key ever reaches a response.
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..providers import ProviderError
 from ..service.errors import Refusal, ServiceError
-from ..storage import StorageError
+from ..storage import NameTaken, NotFound
 from ..storage.database import DatabaseBusy
+from .error_codes import ERROR_CODES, codes_of, reason_phrase
 from .limits import PAYLOAD_TOO_LARGE, BodyTooLarge, too_large_body
 
 log = logging.getLogger("contextshift.api")
 
 
+def _code_table() -> str:
+    lines = [f"- `{code}` ({entry.status}): {entry.meaning}" for code, entry in ERROR_CODES.items()]
+    return "Stable error code, one of:\n" + "\n".join(lines)
+
+
 class ErrorBody(BaseModel):
-    code: str = Field(description="Stable error code, e.g. CHAT_NOT_FOUND")
-    message: str
-    params: dict[str, Any] = Field(default_factory=dict)
+    code: str = Field(description=_code_table(), json_schema_extra={"enum": list(ERROR_CODES)})
+    message: str = Field(description="contextshift's own words (never a provider's)")
+    params: dict[str, Any] = Field(default_factory=dict, description="What the message is about: ids, fields, limits")
 
 
 class ErrorEnvelope(BaseModel):
@@ -93,31 +100,44 @@ def budget_params(error: TokenBudgetExceeded) -> dict[str, Any]:
     return params
 
 
+#: A busy database: 503, and the seconds a client waits before it tries again (its ``Retry-After``).
+BUSY_STATUS = 503
+BUSY_RETRY_AFTER = 1
+
+
+def error_status(error: ContextShiftError) -> int:
+    """The HTTP status one of contextshift's own errors answers with."""
+    if isinstance(error, ServiceError):
+        return http_status(error)
+    if isinstance(error, DatabaseBusy):
+        return BUSY_STATUS
+    if isinstance(error, ProviderError):
+        return PROVIDER_STATUS.get(error.code, 502)
+    if isinstance(error, NotFound):
+        return 404
+    if isinstance(error, NameTaken):  # a conflict with what is stored, like the service's Refusal.CONFLICT
+        return HTTP_STATUS[Refusal.CONFLICT]
+    return 422  # any other error of the library or the storage: the request asks for what cannot be done
+
+
+def error_response(error: ContextShiftError) -> JSONResponse:
+    """The envelope of one of contextshift's own errors, wherever it was raised (a route or a middleware)."""
+    status = error_status(error)
+    if isinstance(error, ServiceError):
+        return envelope(status, error.code, error.message, error.params, http_headers(error))
+    if isinstance(error, DatabaseBusy):
+        return envelope(status, error.code, error.message, headers={"Retry-After": str(BUSY_RETRY_AFTER)})
+    if isinstance(error, ProviderError):  # its params may hold what the provider said: none of it goes out
+        return envelope(status, error.code, error.message)
+    if isinstance(error, TokenBudgetExceeded):
+        return envelope(status, error.code, error.message, budget_params(error))
+    return envelope(status, error.code, error.message, {k: str(v) for k, v in error.params.items()})
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ServiceError)
-    async def _service_error(_request: Request, error: ServiceError) -> JSONResponse:
-        return envelope(http_status(error), error.code, error.message, error.params, http_headers(error))
-
-    @app.exception_handler(StorageError)
-    async def _storage_error(_request: Request, error: StorageError) -> JSONResponse:
-        status = 404 if error.code.endswith("_NOT_FOUND") else 422
-        return envelope(status, error.code, error.message, {k: str(v) for k, v in error.params.items()})
-
-    @app.exception_handler(TokenBudgetExceeded)
-    async def _budget(_request: Request, error: TokenBudgetExceeded) -> JSONResponse:
-        return envelope(422, error.code, error.message, budget_params(error))
-
-    @app.exception_handler(DatabaseBusy)
-    async def _busy(_request: Request, error: DatabaseBusy) -> JSONResponse:
-        return envelope(503, error.code, error.message, headers={"Retry-After": "1"})
-
     @app.exception_handler(ContextShiftError)
-    async def _core(_request: Request, error: ContextShiftError) -> JSONResponse:
-        return envelope(422, error.code, error.message, {k: str(v) for k, v in error.params.items()})
-
-    @app.exception_handler(ProviderError)
-    async def _provider(_request: Request, error: ProviderError) -> JSONResponse:
-        return envelope(PROVIDER_STATUS.get(error.code, 502), error.code, error.message)
+    async def _contextshift(_request: Request, error: ContextShiftError) -> JSONResponse:
+        return error_response(error)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, error: RequestValidationError) -> JSONResponse:
@@ -145,29 +165,41 @@ def install_error_handlers(app: FastAPI) -> None:
             return envelope(405, "METHOD_NOT_ALLOWED", message, {"allowed": methods}, dict(error.headers or {}))
         if error.status_code == 400:
             return envelope(400, "MALFORMED_REQUEST", "The request could not be read.")
-        return envelope(error.status_code, f"HTTP_{error.status_code}", str(error.detail))
+        # contextshift raises none itself (a refusal is a ServiceError); Starlette's static files give 401 for a
+        # file the process may not read: the service's fault, with a code the document lists
+        log.error("HTTP %d from the framework while serving a request", error.status_code)
+        return envelope(500, "INTERNAL_ERROR", "Something went wrong inside contextshift.")
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, error: Exception) -> JSONResponse:
+        if isinstance(error, ContextShiftError):  # raised in a middleware, outside the handlers above
+            return error_response(error)
         log.error("unexpected %s while serving a request", type(error).__name__)
         return envelope(500, "INTERNAL_ERROR", "Something went wrong inside contextshift.")
 
 
+def _header(description: str) -> dict[str, Any]:
+    return {"description": description, "required": True, "schema": {"type": "string"}}
+
+
+#: The headers some error statuses always carry (RFC 6750's challenge; RFC 9110's Retry-After).
+ERROR_HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": _header(f"The challenge: {WWW_AUTHENTICATE}")},
+    429: {"Retry-After": _header("Seconds until this client may try again")},
+    503: {"Retry-After": _header("Seconds until the request is worth trying again")},
+}
+
+
+def error_response_entry(status: int) -> dict[str, Any]:
+    """The OpenAPI response of an error status: the envelope, the codes it can carry, its headers."""
+    codes = ", ".join(f"`{code}`" for code in codes_of(status))
+    entry: dict[str, Any] = {"model": ErrorEnvelope, "description": f"{reason_phrase(status)}: {codes}"}
+    if status in ERROR_HEADERS:
+        entry["headers"] = ERROR_HEADERS[status]
+    return entry
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for the error statuses a route can return."""
-    descriptions = {
-        400: "Malformed request body, or a Host the service does not answer to (HOST_NOT_ALLOWED)",
-        401: "No token (AUTH_REQUIRED) or a token that is not valid (AUTH_INVALID)",
-        403: "Not allowed for this user (FORBIDDEN), from another site (ORIGIN_NOT_ALLOWED) or without the "
-        "browser's CSRF token (CSRF_FAILED)",
-        404: "Not found",
-        409: "Conflict",
-        413: "The request body is over the size limit (PAYLOAD_TOO_LARGE)",
-        415: "The body is not JSON (UNSUPPORTED_MEDIA_TYPE)",
-        422: "Validation failed or the prompt does not fit (TOKEN_BUDGET_EXCEEDED)",
-        429: "Too many failed sign-ins from this client (AUTH_RATE_LIMITED)",
-        500: "Internal error",
-        502: "The provider failed (PROVIDER_* codes)",
-        504: "The provider timed out",
-    }
-    return {s: {"model": ErrorEnvelope, "description": descriptions.get(s, "Error")} for s in statuses}
+    """OpenAPI ``responses`` entries for the error statuses a route can return (besides those every route can:
+    see :mod:`.refusals`)."""
+    return {status: error_response_entry(status) for status in statuses}

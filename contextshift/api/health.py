@@ -17,7 +17,6 @@ from pydantic import BaseModel, Field
 
 from .. import __version__
 from ..storage.liveness import InstanceRepository
-from .errors import error_responses
 
 log = logging.getLogger("contextshift.api")
 
@@ -48,15 +47,12 @@ def install_health(app: FastAPI) -> None:
     db = app.state.db
     runner = app.state.jobs
 
-    # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)
     @app.get(
         "/healthz",
         response_model=Health,
         tags=["service"],
-        responses={
-            **error_responses(400, 413, 500),
-            503: {"model": Health, "description": "The database does not answer (``database_status``)"},
-        },
+        # the refusals in front of every route are added to the document by ``refusals.add_refusals``
+        responses={503: {"model": Health, "description": "The database does not answer (``database_status``)"}},
     )
     async def healthz() -> Any:
         workers: list[WorkerHealth] = []

@@ -5,6 +5,7 @@
   is counted as it streams in and refused at the first chunk that passes the limit (``BodyTooLarge``, an
   HTTP exception the error handlers give the usual envelope). FastAPI's own ``max_body_size`` is not used:
   Starlette's limiter replaces every answer to an over-long request with a plain-text one.
+- A request line and headers over ``MAX_HEAD_BYTES`` get 431 ``REQUEST_HEADERS_TOO_LARGE``.
 - A path or query string with NUL or another control character answers 404 ``NOT_FOUND`` on every backend:
   no stored id can hold one (ids are hex; the query strings hold id filters, numbers and flags), and
   PostgreSQL cannot even compare such a string.
@@ -31,6 +32,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 MAX_BODY_ENV = "CONTEXTSHIFT_MAX_BODY_BYTES"
 PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+#: The largest request line and headers: h11's own limit of a head that arrives in pieces, which uvicorn uses
+#: (api/protocol.py answers that one); a head that arrives whole is measured here, so both answer 431 alike.
+MAX_HEAD_BYTES = 16 * 1024
 
 #: C0 controls and DEL: never part of an id or a sensible query value.
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
@@ -95,7 +99,14 @@ class RequestLimits:
             ):
                 await _answer(send, 404, "NOT_FOUND", "No object has an id with a control character.")
                 return
-            for name, value in scope.get("headers", ()):
+            headers = scope.get("headers", ())
+            if len(raw_path) + len(scope.get("query_string", b"")) + sum(len(n) + len(v) for n, v in headers) > (
+                MAX_HEAD_BYTES
+            ):
+                message = "The request line and headers are larger than this server reads."
+                await _answer(send, 431, "REQUEST_HEADERS_TOO_LARGE", message, {"limit": MAX_HEAD_BYTES}, close=True)
+                return
+            for name, value in headers:
                 if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
                     message, params = too_large_body(self.max_body_bytes)
                     await _answer(send, 413, PAYLOAD_TOO_LARGE, message, params, close=True)

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..api.app import create_app
     from ..api.guard import allowed_hosts_from_env
+    from ..api.protocol import EnvelopeH11Protocol
     from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
@@ -89,5 +90,6 @@ def run(args: argparse.Namespace) -> int:
     except ContextShiftError as error:  # a setting names something this installation lacks
         print(f"contextshift serve: {error.code}: {error.message}", file=sys.stderr)
         return 2
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    # h11 with uvicorn's own refusals of malformed HTTP in the error envelope (api/protocol.py)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=EnvelopeH11Protocol)
     return 0

@@ -48,7 +48,8 @@ _BEGIN_OPTION = "contextshift_sqlite_begin"
 
 
 class DatabaseBusy(ContextShiftError, OperationalError):
-    """Another writer of this process held the database past the busy timeout.
+    """Another writer held the database past the busy timeout: one of this process (its write lock), or of
+    another process (SQLite's own "database is locked", which a session raises as this).
 
     An ``OperationalError`` too, so whatever retries a database failure (storing a reply) retries this one.
     """
@@ -62,6 +63,15 @@ class DatabaseBusy(ContextShiftError, OperationalError):
 
     def _code_str(self) -> str:  # SQLAlchemy would link its docs for "DATABASE_BUSY", a code it does not have
         return ""
+
+
+def _sqlite_locked(error: BaseException) -> bool:
+    """SQLite's "database is locked" (or "database table is locked"): its busy timeout ran out."""
+    return (
+        isinstance(error, OperationalError)
+        and not isinstance(error, DatabaseBusy)
+        and "is locked" in str(getattr(error, "orig", ""))
+    )
 
 
 class Database:
@@ -225,8 +235,10 @@ class Database:
                     await session.connection(execution_options={_BEGIN_OPTION: "DEFERRED"})
                 yield session
                 await session.commit()
-            except BaseException:
+            except BaseException as error:
                 await session.rollback()
+                if _sqlite_locked(error):  # another process held the file's lock past the busy timeout
+                    raise DatabaseBusy() from None
                 raise
 
     async def revision(self) -> str | None:

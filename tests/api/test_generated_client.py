@@ -115,5 +115,6 @@ def test_a_client_generated_from_the_document_runs_a_whole_turn(
         missing = op(client_package, "chats", "get_chat_api_v2_chats_chat_id_get").sync(
             chat_id="0" * 32, client=client
         )
-        assert isinstance(missing, models.ErrorEnvelope) and missing.error.code == "CHAT_NOT_FOUND"
+        assert isinstance(missing, models.ErrorEnvelope)
+        assert missing.error.code is models.ErrorBodyCode.CHAT_NOT_FOUND  # the document's enum, as a typed enum
     assert len(fake_provider.requests) == 1

@@ -1,8 +1,19 @@
 """The OpenAPI document says what the service does (V1): read from a running service, then checked against it.
 
-Every API operation documents its error responses with the error envelope; a create whose resource can be
-read back declares (and sends) ``Location``; the streaming operation declares ``text/event-stream``; a
-patch's nullable field accepts ``null`` (as "unchanged" where the field cannot be empty)."""
+This is what the schemathesis CLI run (``.ci/schemathesis.sh``) does not check, and why this file stays:
+
+- completeness of the document itself: every API operation documents its error responses with the envelope,
+  admin-only ones their 403, each create its links to the get, update and delete of what it made (the CLI only
+  follows what is there);
+- meaning the CLI cannot know: each ``Location`` reads back exactly what was created; ``null`` on a patch field
+  that cannot be empty leaves it unchanged;
+- answers the CLI never reaches: a whole turn through a provider, streamed (``text/event-stream``) and plain, and
+  the OpenAI-compatible endpoint, each with the media type and required headers (``Location``,
+  ``x-contextshift-audit``, ``WWW-Authenticate``) its operation documents; the body limit's 413 on a GET that
+  declares a huge body, over a raw socket.
+
+The error codes and the refusals before every route have their own tests (test_error_codes.py, test_refusals.py).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +27,8 @@ import httpx
 import pytest
 
 from contextshift.api.app import create_app
-from tests.api.conftest import ADMIN_TOKEN, Server, bearer
+from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Server, bearer
+from tests.fakes.server import FakeProvider
 
 ENVELOPE = {"$ref": "#/components/schemas/ErrorEnvelope"}
 OPERATIONS = ("get", "post", "put", "patch", "delete")
@@ -141,14 +153,86 @@ def test_healthz_and_the_openai_model_list_document_the_refusals_that_precede_th
         assert json.loads(body)["error"]["code"] == code
 
 
-def test_each_create_links_to_the_get_update_and_delete_of_what_it_made(document: dict[str, Any]) -> None:
+def test_each_create_links_to_every_operation_on_what_it_made(document: dict[str, Any]) -> None:
     links = document["paths"]["/api/v2/bots"]["post"]["responses"]["201"]["links"]
     assert {name: link["parameters"] for name, link in links.items()} == {
-        f"{method}_bot": {"bot_id": "$response.body#/bot/id"} for method in ("get", "patch", "delete")
+        name: {"bot_id": "$response.body#/bot/id"}
+        for name in (
+            "get_bot",
+            "patch_bot",
+            "delete_bot",
+            "get_bot_memories",
+            "post_bot_memories",
+            "get_bot_compaction_models",
+            "get_bot_compaction_logs",
+        )
     }
+    chat_links = document["paths"]["/api/v2/chats"]["post"]["responses"]["201"]["links"]
+    assert {"post_chat_generate", "post_chat_compact", "post_chat_messages", "get_chat_status"} <= set(chat_links)
     ids = {op["operationId"] for item in document["paths"].values() for op in item.values() if "operationId" in op}
     for path, item in document["paths"].items():
         for link in item.get("post", {}).get("responses", {}).get("201", {}).get("links", {}).values():
             assert link["operationId"] in ids, path
     messages = document["paths"]["/api/v2/chats/{chat_id}/messages"]["post"]["responses"]["201"]["links"]
     assert messages["delete_message"]["parameters"]["chat_id"] == "$request.path.chat_id"
+
+
+def undocumented(document: dict[str, Any], method: str, template: str, response: httpx.Response) -> list[str]:
+    """How a real answer differs from its operation's document: its media type, a required header."""
+    where = f"{method.upper()} {template} {response.status_code}"
+    documented = document["paths"][template][method]["responses"].get(str(response.status_code))
+    if documented is None:
+        return [f"{where}: status not documented"]
+    problems: list[str] = []
+    media = response.headers.get("content-type", "").split(";")[0].strip()
+    if documented.get("content") and media not in documented["content"]:
+        problems.append(f"{where}: {media} is not among {sorted(documented['content'])}")
+    for name, header in documented.get("headers", {}).items():
+        if header.get("required") and name.lower() not in response.headers:
+            problems.append(f"{where}: no {name} header")
+    return problems
+
+
+def test_real_answers_have_the_media_types_and_headers_their_operations_document(
+    tmp_path: Path, fake_provider: FakeProvider
+) -> None:
+    """What schemathesis cannot reach without a provider: a streamed and a plain turn, the OpenAI endpoint."""
+    app = create_app(f"sqlite:///{tmp_path / 'api.db'}", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN)
+    answers: list[tuple[str, str, httpx.Response]] = []
+    with Server(app) as url, httpx.Client(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
+        document = http.get("/openapi.json").json()
+
+        def call(method: str, template: str, path: str, **options: Any) -> httpx.Response:
+            response = http.request(method.upper(), path, **options)
+            answers.append((method, template, response))
+            return response
+
+        body = {"name": "fake", "kind": "openai", "base_url": fake_provider.base_url, "api_key": "sk-x"}
+        provider = call("post", "/api/v2/providers", "/api/v2/providers", json=body).json()["provider"]
+        model_body = {"provider_id": provider["id"], "name": "gpt-4o", "context_window": 8000}
+        model = call("post", "/api/v2/models", "/api/v2/models", json=model_body).json()["model"]
+        bot = call("post", "/api/v2/bots", "/api/v2/bots", json={"name": "b", "chat_model_id": model["id"]}).json()
+        chat = call("post", "/api/v2/chats", "/api/v2/chats", json={"bot_id": bot["bot"]["id"]}).json()["chat"]
+        generate = "/api/v2/chats/{chat_id}/generate"
+        streamed = call("post", generate, f"/api/v2/chats/{chat['id']}/generate", json={"content": "Hi"})
+        assert "event: done" in streamed.text
+        plain = call("post", generate, f"/api/v2/chats/{chat['id']}/generate", json={"content": "Hi", "stream": False})
+        assert plain.json()["message"]["role"] == "assistant"
+        call("get", "/api/v2/chats/{chat_id}", f"/api/v2/chats/{'0' * 32}")
+        http.headers.pop("Authorization")
+        call("get", "/api/v2/bots", "/api/v2/bots")
+        http.headers.update(bearer(ADMIN_TOKEN))
+        completion = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
+        call("post", "/v1/chat/completions", "/v1/chat/completions", json=completion)
+        call("post", "/v1/chat/completions", "/v1/chat/completions", json={**completion, "stream": True})
+    statuses = [(m, t, r.status_code) for m, t, r in answers]
+    assert statuses[4:] == [
+        ("post", generate, 200),
+        ("post", generate, 200),
+        ("get", "/api/v2/chats/{chat_id}", 404),
+        ("get", "/api/v2/bots", 401),
+        ("post", "/v1/chat/completions", 200),
+        ("post", "/v1/chat/completions", 200),
+    ]
+    problems = [p for method, template, response in answers for p in undocumented(document, method, template, response)]
+    assert not problems, "\n".join(problems)

@@ -135,7 +135,22 @@ async def list_models(request: Request) -> dict[str, Any]:
     responses={
         200: {
             "description": "A chat.completion object, or with stream: text/event-stream of chat.completion.chunk",
-            "content": {"application/json": {"schema": {"type": "object"}}, "text/event-stream": {}},
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": {"type": "string"}},
+            },
+            "headers": {
+                wire.EXCLUDED_HEADER: {
+                    "description": "How many of the request's messages were left out to fit the window",
+                    "required": True,
+                    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+                },
+                wire.AUDIT_HEADER: {
+                    "description": "The id of this call's audit (GET /api/v2/proxy-audits/{audit_id})",
+                    "required": True,
+                    "schema": {"type": "string"},
+                },
+            },
         },
         **_errors(400, 401, 403, 404, 413, 415, 429, 500, 502, 503, 504),
     },
