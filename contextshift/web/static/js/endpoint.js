@@ -7,6 +7,7 @@ import { promptView } from "./inspector.js";
 function snippet() {
   return h(
     "pre.snippet",
+    { tabindex: "0", "aria-label": "Example code" }, // it scrolls sideways on a phone: keyboard users reach it too
     h(
       "code",
       `from openai import OpenAI\n\nclient = OpenAI(base_url="${location.origin}/v1", api_key="cs_…")  # a contextshift token\n` +

@@ -381,7 +381,7 @@ export function promptView(data, kind, ctx) {
     h(
       "details.provider-messages",
       h("summary", `Provider messages (${(data.provider_messages || []).length})`),
-      h("pre.json", JSON.stringify(data.provider_messages || [], null, 2)),
+      h("pre.json", { tabindex: "0", "aria-label": "The messages as sent" }, JSON.stringify(data.provider_messages || [], null, 2)),
     ),
   );
 }

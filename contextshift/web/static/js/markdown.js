@@ -7,8 +7,10 @@ import DOMPurify from "../vendor/purify.es.js";
 
 const md = globalThis.markdownit({ html: false, linkify: true, breaks: true });
 
-// Links open outside the app and never carry the page's address.
+// Links open outside the app and never carry the page's address; a code block, which scrolls sideways when its
+// lines are long, can be reached with the keyboard to scroll it.
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "PRE") node.setAttribute("tabindex", "0");
   if (node.tagName === "A" && node.hasAttribute("href")) {
     node.setAttribute("target", "_blank");
     node.setAttribute("rel", "noopener noreferrer nofollow");
