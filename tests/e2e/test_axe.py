@@ -44,7 +44,8 @@ def _chat_with_history(app: App) -> dict[str, str]:
     """A chat whose older messages no longer fit the window, so the history shows out-of-context marks."""
     ids = app.setup_chat(context_window=600)
     for turn in range(12):
-        app.api("POST", f"/chats/{ids['chat']}/messages", {"role": "user", "content": f"Question {turn}: " + "words " * 30}, 201)
+        question = {"role": "user", "content": f"Question {turn}: " + "words " * 30}
+        app.api("POST", f"/chats/{ids['chat']}/messages", question, 201)
         app.api(
             "POST",
             f"/chats/{ids['chat']}/messages",
