@@ -212,12 +212,12 @@ async def test_a_first_start_without_a_configured_token_makes_one_and_tells_it_o
     told: list[Bootstrap] = []
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     with Server(create_app(url, client_options=CLIENT_OPTIONS, admin_token="", on_started=told.append)) as base:
-        async with httpx.AsyncClient(base_url=base) as http:
+        async with httpx.AsyncClient(timeout=30, base_url=base) as http:
             assert told and told[0].secret is not None and told[0].secret.startswith("cs_")
             me = await http.get("/api/v2/me", headers=bearer(told[0].secret))
             assert me.json()["user"] == {**me.json()["user"], "name": "admin", "role": "admin"}
     with Server(create_app(url, client_options=CLIENT_OPTIONS, admin_token="", on_started=told.append)) as base:
-        async with httpx.AsyncClient(base_url=base) as http:
+        async with httpx.AsyncClient(timeout=30, base_url=base) as http:
             assert len(told) == 2 and told[1].secret is None and told[1].admin_id == told[0].admin_id
             assert (await http.get("/api/v2/me", headers=bearer(told[0].secret))).status_code == 200
 
@@ -227,13 +227,13 @@ async def test_the_admin_token_comes_from_the_environment(tmp_path: Path, monkey
     monkeypatch.setenv("CONTEXTSHIFT_ADMIN_TOKEN", "first-admin-token-from-env")
     told: list[Bootstrap] = []
     with Server(create_app(url, on_started=told.append)) as base:
-        async with httpx.AsyncClient(base_url=base, headers=bearer("first-admin-token-from-env")) as http:
+        async with httpx.AsyncClient(timeout=30, base_url=base, headers=bearer("first-admin-token-from-env")) as http:
             assert (await http.get("/api/v2/me")).json()["user"]["role"] == "admin"
     assert told[0].secret is None
     # A later start with another configured token adds it to the same admin; the first one keeps working.
     monkeypatch.setenv("CONTEXTSHIFT_ADMIN_TOKEN", "second-admin-token-from-env")
     with Server(create_app(url)) as base:
-        async with httpx.AsyncClient(base_url=base) as http:
+        async with httpx.AsyncClient(timeout=30, base_url=base) as http:
             for token in ("first-admin-token-from-env", "second-admin-token-from-env"):
                 assert (await http.get("/api/v2/me", headers=bearer(token))).json()["user"]["name"] == "admin"
 

@@ -37,7 +37,7 @@ async def test_allowed_hosts_come_from_the_setting(tmp_path: object, monkeypatch
     monkeypatch.setenv("CONTEXTSHIFT_ALLOWED_HOSTS", "chat.internal, box.lan:8700")
     app = create_app(f"sqlite:///{tmp_path}/hosts.db", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN)
     with Server(app) as url:
-        async with httpx.AsyncClient(base_url=url) as http:
+        async with httpx.AsyncClient(timeout=30, base_url=url) as http:
             for host, expected in (("chat.internal", 200), ("box.lan", 200), ("other.lan", 400)):
                 assert (await http.get("/healthz", headers={"Host": host})).status_code == expected, host
             origin = {"Origin": "http://chat.internal:8700", **bearer(ADMIN_TOKEN)}
@@ -164,5 +164,5 @@ async def test_signing_in_deletes_the_browser_sessions_that_expired(service: Ser
     finally:
         await database.close()
     assert first not in sessions and len(sessions) == 2  # the expired one went; the live one and the new one stay
-    async with httpx.AsyncClient(base_url=service.url, cookies={"contextshift_session": kept}) as browser:
+    async with httpx.AsyncClient(timeout=30, base_url=service.url, cookies={"contextshift_session": kept}) as browser:
         assert (await browser.get("/api/v2/me")).status_code == 200

@@ -26,7 +26,7 @@ async def test_a_client_whose_tokens_keep_failing_is_refused_for_a_while(
         login_limit="3/minute",
     )
     with Server(app) as url:
-        async with httpx.AsyncClient(base_url=url) as http:
+        async with httpx.AsyncClient(timeout=30, base_url=url) as http:
             assert (await http.get("/api/v2/me", headers=bearer(ADMIN_TOKEN))).status_code == 200  # not counted
             for _ in range(3):
                 assert (await http.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
@@ -74,7 +74,10 @@ async def test_instances_sharing_a_redis_store_count_failed_sign_ins_together(tm
         app.state.login_limiter = LoginLimiter("3/minute", os.environ[REDIS_ENV], namespace=namespace)
         apps.append(app)
     with Server(apps[0]) as first, Server(apps[1]) as second:
-        async with httpx.AsyncClient(base_url=first) as a, httpx.AsyncClient(base_url=second) as b:
+        async with (
+            httpx.AsyncClient(timeout=30, base_url=first) as a,
+            httpx.AsyncClient(timeout=30, base_url=second) as b,
+        ):
             assert (await a.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
             assert (await b.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
             assert (await a.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
@@ -92,7 +95,10 @@ async def test_per_process_counts_by_default_are_not_shared(tmp_path: Path) -> N
         for name in ("a", "b")
     ]
     with Server(apps[0]) as first, Server(apps[1]) as second:
-        async with httpx.AsyncClient(base_url=first) as a, httpx.AsyncClient(base_url=second) as b:
+        async with (
+            httpx.AsyncClient(timeout=30, base_url=first) as a,
+            httpx.AsyncClient(timeout=30, base_url=second) as b,
+        ):
             for _ in range(2):
                 assert (await a.get("/api/v2/me", headers=bearer(WRONG))).status_code == 401
             assert (await a.get("/api/v2/me", headers=bearer(WRONG))).status_code == 429

@@ -75,12 +75,13 @@ def test_serve_prints_a_login_url_on_the_first_start_only(tmp_path: Path) -> Non
         assert found is not None, output
         assert found.group(1) == url
         secret = found.group(2)
-        me = httpx.get(f"{url}/api/v2/me", headers={"Authorization": f"Bearer {secret}"})
+        me = httpx.get(f"{url}/api/v2/me", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
         assert me.json()["user"]["name"] == "admin"
     assert (data / "contextshift.db").is_file()
     with serving(data) as (output, url):
         assert "token=" not in output and "contextshift token create" in output
-        assert httpx.get(f"{url}/api/v2/me", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+        again = httpx.get(f"{url}/api/v2/me", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
+        assert again.status_code == 200
 
 
 def test_token_create_prints_a_working_token_for_the_admin_or_a_named_user(tmp_path: Path) -> None:
@@ -99,14 +100,14 @@ def test_token_create_prints_a_working_token_for_the_admin_or_a_named_user(tmp_p
     from tests.api.conftest import Server
 
     with Server(create_app(database, admin_token="")) as url:
-        admin = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin_secret}"})
+        admin = httpx.Client(timeout=30, base_url=url, headers={"Authorization": f"Bearer {admin_secret}"})
         assert admin.post("/api/v2/users", json={"name": "dora"}).status_code == 201
         out = io.StringIO()
         named = parser.parse_args(["token", "create", "--user", "dora", "--database", database, "--port", "9000"])
         assert token_command.run(named, out, io.StringIO()) == 0
         dora_secret = re.findall(r"^(cs_\S+)$", out.getvalue(), re.M)[0]
         assert "http://127.0.0.1:9000/?token=" in out.getvalue()
-        me = httpx.get(f"{url}/api/v2/me", headers={"Authorization": f"Bearer {dora_secret}"})
+        me = httpx.get(f"{url}/api/v2/me", headers={"Authorization": f"Bearer {dora_secret}"}, timeout=30)
         assert me.json()["user"]["name"] == "dora"
         admin.close()
 

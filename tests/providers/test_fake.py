@@ -55,9 +55,9 @@ async def test_strict_mode_rejects_what_anthropic_would(client_for: ClientFactor
 
 
 def test_models_route_and_sync_use(fake_provider: FakeProvider) -> None:
-    response = httpx.get(f"{fake_provider.base_url}/v1/models")
+    response = httpx.get(f"{fake_provider.base_url}/v1/models", timeout=30)
     assert response.json()["data"][0]["id"] == "fake-model"
-    response = httpx.post(f"{fake_provider.base_url}/nowhere", json={})
+    response = httpx.post(f"{fake_provider.base_url}/nowhere", json={}, timeout=30)
     assert response.status_code == 404
     assert fake_provider.wait_for(lambda: len(fake_provider.requests) == 1)
 
@@ -66,6 +66,6 @@ def test_a_private_server_can_be_started_and_stopped() -> None:
     with FakeProvider() as fake:
         fake.script(Reply("private"))
         body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
-        response = httpx.post(f"{fake.base_url}/v1/chat/completions", json=body)
+        response = httpx.post(f"{fake.base_url}/v1/chat/completions", json=body, timeout=30)
         assert response.json()["choices"][0]["message"]["content"] == "private"
         assert fake.last.path == "/v1/chat/completions"

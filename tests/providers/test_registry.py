@@ -90,7 +90,7 @@ async def test_timeouts_and_retries_are_configurable() -> None:
 
 
 async def test_a_shared_http_client_is_used_and_not_closed(fake_provider: FakeProvider) -> None:
-    async with httpx.AsyncClient() as shared:
+    async with httpx.AsyncClient(timeout=30) as shared:
         client = make_client("anthropic", fake_provider.base_url, API_KEY, http_client=shared)
         result = await client.complete(chat_request("anthropic", [Message("user", "hi")], model="m"))
         assert result.text == "Echo: hi"

@@ -28,7 +28,7 @@ async def test_the_probe_finds_the_dialect_and_measures_the_template_exactly(
     dialect: str, fake_provider: FakeProvider
 ) -> None:
     fake_provider.tokenizer = dialect
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=30) as client:
         found = await probe(client, fake_provider.base_url + "/v1", "local")
         assert found is not None and found.dialect == dialect and found.framing_measured
         assert found.framing == ChatFraming(tokens_per_message=3, reply_priming=2 + (dialect == "llama-cpp-python"))
@@ -47,7 +47,7 @@ async def test_the_profile_counts_a_whole_prompt_as_the_server_does(dialect: str
         Message("user", "And in Chinese? 用中文说"),
     ]
     wire = [{"role": m.role, "content": m.text} for m in messages]
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=30) as client:
         found = await probe(client, fake_provider.base_url, "local")
         assert found is not None
         profile = found.profile(ApproximateProfile())
@@ -62,7 +62,7 @@ async def test_the_profile_counts_a_whole_prompt_as_the_server_does(dialect: str
 
 async def test_each_text_is_tokenized_once_for_every_prompt(fake_provider: FakeProvider) -> None:
     fake_provider.tokenizer = "llama.cpp"
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=30) as client:
         found = await probe(client, fake_provider.base_url, "local")
         assert found is not None
         before = len(fake_provider.tokenize_requests)
@@ -79,7 +79,7 @@ async def test_each_text_is_tokenized_once_for_every_prompt(fake_provider: FakeP
 
 async def test_a_server_without_a_tokenizer_is_not_used_and_not_probed_again(fake_provider: FakeProvider) -> None:
     tokenizers = ServerTokenizers()
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=30) as client:
         assert await tokenizers.get(client, fake_provider.base_url, "gpt-local") is None
         assert await tokenizers.get(client, fake_provider.base_url, "gpt-local") is None
         assert await tokenizers.get(client, closed_port_url(), "gpt-local") is None
@@ -88,7 +88,7 @@ async def test_a_server_without_a_tokenizer_is_not_used_and_not_probed_again(fak
 
 async def test_counts_stay_estimated_when_the_server_stops_tokenizing(fake_provider: FakeProvider) -> None:
     fake_provider.tokenizer = "vllm"
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(timeout=30) as client:
         found = await probe(client, fake_provider.base_url, "local")
         assert found is not None
         fake_provider.tokenizer = None  # now every tokenize call answers 404
