@@ -50,6 +50,8 @@ class Principal:
     name: str
     role: str
     token_id: str
+    #: V7: the strategy of the token used (``/v1`` fits with it when a request names none).
+    context_strategy: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -83,7 +85,9 @@ async def principal_for(db: Database, secret: str, kind: str = "api") -> Princip
         return None
     if kind == "session" and utcnow() - token.created_at > SESSION_LIFETIME:
         return None
-    return Principal(user_id=user.id, name=user.name, role=user.role, token_id=token.id)
+    return Principal(
+        user_id=user.id, name=user.name, role=user.role, token_id=token.id, context_strategy=token.context_strategy
+    )
 
 
 def bearer_secret(header: str) -> str | None:

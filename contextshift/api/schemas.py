@@ -195,6 +195,17 @@ ModelStrategy = Annotated[
     ),
     AfterValidator(_registered_strategy),
 ]
+#: V7: a token's strategy for the compatible endpoints (before the model's, when a request names none).
+TokenStrategy = Annotated[
+    Text,
+    Field(
+        max_length=128,
+        description="The strategy /v1/chat/completions and /v1/messages fit this token's requests with when a "
+        "request names none (before the model's context_strategy; default truncate)",
+        json_schema_extra={"enum": default_registry.names()},
+    ),
+    AfterValidator(_registered_strategy),
+]
 
 
 class ModelCreate(Strict):

@@ -13,8 +13,8 @@ Fitting rules:
   ``max_completion_tokens``; else the smallest of :data:`DEFAULT_RESERVE`, the model's ``max_output_tokens``
   and a quarter of the window, as for a bot), minus the tokens of the tool definitions and other request
   options that travel with the messages;
-* the strategy is the request's (``contextshift.strategy``), else the model's ``context_strategy`` setting,
-  else ``truncate``;
+* the strategy is the request's (``contextshift.strategy``), else the caller's token's ``context_strategy``,
+  else the model's ``context_strategy`` setting, else ``truncate``;
 * system (and ``developer``) messages and the last user message are protected; tool calls and their results
   are removed together or not at all;
 * kept messages go to an OpenAI-compatible provider exactly as the caller sent them (contextshift's own
@@ -175,6 +175,8 @@ class ProxyCall:
     max_tokens: int | None = None
     max_tokens_field: str = "max_tokens"
     strategy: str | None = None
+    #: The strategy of the caller's token (``api_tokens.context_strategy``), used when the request names none.
+    token_strategy: str | None = None
     tools: list[dict[str, Any]] | None = None
     #: Every other field of the request (``tool_choice``, ``temperature``, ``response_format``, ...).
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -380,7 +382,7 @@ class ProxyService:
             repos = Repositories(session)
             model, provider = await self._resolve(repos, call.model)
             counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
-        strategy = call.strategy or model.context_strategy or DEFAULT_STRATEGY
+        strategy = call.strategy or call.token_strategy or model.context_strategy or DEFAULT_STRATEGY
         if strategy not in default_registry:
             raise invalid_request(
                 f"Unknown context strategy {strategy!r}; registered: {', '.join(default_registry.names())}.",

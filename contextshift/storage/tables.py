@@ -503,6 +503,8 @@ class ApiTokenRow(Base):
     token_hash: Mapped[str] = mapped_column(String(64), nullable=False, unique=True)
     created_at: Mapped[datetime] = _created()
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: V7: the strategy ``/v1`` fits this token's requests with when a request names none (before the model's).
+    context_strategy: Mapped[str | None] = mapped_column(String(100), nullable=True)
 
 
 class InstanceRow(Base):

@@ -681,6 +681,48 @@ async def test_a_models_strategy_applies_when_the_request_names_none(service: Se
     assert cleared.json()["model"]["context_strategy"] is None
 
 
+async def test_a_tokens_strategy_applies_before_the_models_and_after_the_requests(service: Service) -> None:
+    model_id = await setup_model(service, window=2000)
+    await service.http.patch(f"/api/v2/models/{model_id}", json={"context_strategy": "summarize"})
+    made = await service.http.post("/api/v2/tokens", json={"name": "agent", "context_strategy": "recall"})
+    assert made.status_code == 201 and made.json()["token"]["context_strategy"] == "recall"
+    token_id, secret = made.json()["token"]["id"], made.json()["secret"]
+    client = sync_client(service, secret)
+
+    async def strategy_used(**extra: Any) -> str:
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=long_agent_conversation(30), **extra  # type: ignore[arg-type]
+        )
+        return str((await audit(service, raw.headers["x-contextshift-audit"]))["context_strategy"])
+
+    assert await strategy_used() == "recall"  # the token's, not the model's summarize
+    assert await strategy_used(extra_body={"contextshift": {"strategy": "truncate"}}) == "truncate"
+    raw = sync_client(service).chat.completions.with_raw_response.create(  # the admin's token names none
+        model="gpt-4o", messages=long_agent_conversation(30)  # type: ignore[arg-type]
+    )
+    assert (await audit(service, raw.headers["x-contextshift-audit"]))["context_strategy"] == "summarize"
+
+    refused = await service.http.patch(f"/api/v2/tokens/{token_id}", json={"context_strategy": "no-such"})
+    assert refused.status_code == 422
+    listed = (await service.http.get("/api/v2/tokens")).json()["tokens"]
+    assert [t["context_strategy"] for t in listed if t["id"] == token_id] == ["recall"]  # nothing changed
+    cleared = await service.http.patch(f"/api/v2/tokens/{token_id}", json={"context_strategy": None})
+    assert cleared.status_code == 200
+    assert {k: v for k, v in cleared.json()["token"].items() if k != "last_used_at"} == {
+        **{k: v for k, v in made.json()["token"].items() if k != "last_used_at"},
+        "context_strategy": None,
+    }
+    assert await strategy_used() == "summarize"
+
+
+async def test_a_token_is_changed_only_by_its_own_user(service: Service, other_user: Account) -> None:
+    made = (await service.http.post("/api/v2/tokens", json={"name": "mine"})).json()["token"]
+    response = await other_user.http.patch(f"/api/v2/tokens/{made['id']}", json={"context_strategy": "recall"})
+    assert response.status_code == 404 and response.json()["error"]["code"] == "TOKEN_NOT_FOUND"
+    listed = (await service.http.get("/api/v2/tokens")).json()["tokens"]
+    assert [t["context_strategy"] for t in listed if t["id"] == made["id"]] == [None]
+
+
 # -- forwarding as written -------------------------------------------------------------------------------
 
 

@@ -11,6 +11,7 @@ and ``x-contextshift-audit``. Errors are Anthropic's ``{"type": "error", "error"
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -122,6 +123,7 @@ async def messages(request: Request, principal: Caller) -> Response:
     try:
         parsed, clean = await read_body(request)
         call, _extension = wire.read_call(parsed.value, user_id=principal.user_id, clean=clean)
+        call = replace(call, token_strategy=principal.context_strategy)
         prepared = await service.prepare(call)
     except ContextTooLong as error:
         return wire.service_error(error, visibility(error.audit_id, 0))

@@ -9,6 +9,7 @@ its audit, ``GET /api/v2/proxy-audits/{id}``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -163,6 +164,7 @@ async def chat_completions(request: Request, principal: Caller) -> Response:
         call, include_usage, extension = wire.read_call(
             parsed.value, user_id=principal.user_id, messages_json=parsed.messages_json, clean=clean
         )
+        call = replace(call, token_strategy=principal.context_strategy)
         if extension.get("chat_id") is not None:
             return await sessions.answer(
                 service, request.app.state.generations, call, extension["chat_id"], include_usage, principal

@@ -19,7 +19,7 @@ from ..created import locate, located
 from ..deps import Repos
 from ..envelopes import Deleted
 from ..errors import error_responses
-from ..schemas import Required
+from ..schemas import Required, TokenStrategy
 
 router = APIRouter(tags=["users and tokens"], responses=error_responses(400, 422, 500))
 
@@ -53,6 +53,15 @@ class UserOut(BaseModel):
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: TokenName = Field(default="", description="What the token is for, e.g. the script that uses it")
+    context_strategy: TokenStrategy | None = None
+
+
+class TokenPatch(BaseModel):
+    """Fields to change; ``context_strategy: null`` clears it (the model's setting, else truncate, applies)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: TokenName | None = None
+    context_strategy: TokenStrategy | None = None
 
 
 class TokenOut(BaseModel):
@@ -60,6 +69,11 @@ class TokenOut(BaseModel):
     name: str
     created_at: datetime
     last_used_at: datetime | None
+    context_strategy: str | None
+
+
+class TokenEnvelope(BaseModel):
+    token: TokenOut
 
 
 class UserEnvelope(BaseModel):
@@ -89,7 +103,13 @@ def user_view(row: UserRow) -> UserOut:
 
 
 def token_view(row: ApiTokenRow) -> TokenOut:
-    return TokenOut(id=row.id, name=row.name, created_at=row.created_at, last_used_at=row.last_used_at)
+    return TokenOut(
+        id=row.id,
+        name=row.name,
+        created_at=row.created_at,
+        last_used_at=row.last_used_at,
+        context_strategy=row.context_strategy,
+    )
 
 
 def _name_taken(error: NameTaken) -> ServiceError:
@@ -172,8 +192,20 @@ async def delete_user(user_id: str, _admin: Admin, repos: Repos) -> dict[str, An
 
 @router.post("/tokens", status_code=status.HTTP_201_CREATED, response_model=NewToken)
 async def create_token(body: TokenCreate, principal: Caller, repos: Repos) -> dict[str, Any]:
-    issued = await repos.tokens.issue(principal.user_id, name=body.name)
+    issued = await repos.tokens.issue(principal.user_id, name=body.name, context_strategy=body.context_strategy)
     return {"token": token_view(issued.token), "secret": issued.secret}
+
+
+@router.patch("/tokens/{token_id}", response_model=TokenEnvelope, responses=error_responses(404))
+async def update_token(token_id: str, body: TokenPatch, principal: Caller, repos: Repos) -> dict[str, Any]:
+    """Rename one of the caller's API tokens or set its context strategy for ``/v1``."""
+    changes = body.model_dump(exclude_unset=True)
+    if changes.get("name", "") is None:
+        del changes["name"]
+    row = await repos.tokens.update(principal.user_id, token_id, changes)
+    if row is None:
+        raise not_found("token", token_id)
+    return {"token": token_view(row)}
 
 
 @router.get("/tokens", response_model=TokenList)

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..errors import InvalidValue
 from ..tables import TOKEN_KINDS, USER_ROLES, ApiTokenRow, UserRow
 from ..types import utcnow
-from ._common import Validator, apply_changes, boolean, choice, execute_rowcount, text_value
+from ._common import Validator, apply_changes, boolean, choice, execute_rowcount, optional_text, text_value
 
 #: What every secret starts with, so a leaked one is recognizable (and secret scanners can look for it).
 SECRET_PREFIX = "cs_"
@@ -146,14 +146,24 @@ class TokenRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def issue(self, user_id: str, *, name: str = "", kind: str = "api", secret: str | None = None) -> Issued:
-        """A new token for the user; ``secret`` (e.g. a configured admin token) instead of a random one."""
+    async def issue(
+        self,
+        user_id: str,
+        *,
+        name: str = "",
+        kind: str = "api",
+        secret: str | None = None,
+        context_strategy: str | None = None,
+    ) -> Issued:
+        """A new token for the user; ``secret`` (e.g. a configured admin token) instead of a random one;
+        ``context_strategy``: what ``/v1`` fits its requests with when a request names none."""
         value = secret if secret is not None else new_secret()
         row = ApiTokenRow(
             user_id=user_id,
             name=text_value("name", name, max_length=200),
             kind=choice("kind", kind, TOKEN_KINDS),
             token_hash=hash_secret(value),
+            context_strategy=optional_text("context_strategy", context_strategy, max_length=100),
         )
         self.session.add(row)
         await self.session.flush()
@@ -193,6 +203,18 @@ class TokenRepository:
             .order_by(ApiTokenRow.created_at, ApiTokenRow.id)
         )
         return (await self.session.scalars(query)).all()
+
+    async def update(self, user_id: str, token_id: str, changes: Mapping[str, Any]) -> ApiTokenRow | None:
+        """Change one of the user's API tokens (``name``, ``context_strategy``); None when they have no such token."""
+        row = await self.session.get(ApiTokenRow, token_id)
+        if row is None or row.user_id != user_id or row.kind != "api":
+            return None
+        if "name" in changes:
+            row.name = text_value("name", changes["name"], max_length=200)
+        if "context_strategy" in changes:
+            row.context_strategy = optional_text("context_strategy", changes["context_strategy"], max_length=100)
+        await self.session.flush()
+        return row
 
     async def revoke(self, user_id: str, token_id: str) -> bool:
         """Delete one of the user's tokens; False when the user has no such token."""
