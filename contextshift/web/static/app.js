@@ -335,7 +335,7 @@ const routes = [
   [/^#\/chat\/([^/]+)$/, (main, params) => chatView(main, params, { store, go }), "chats"],
   [/^#\/bots$/, (main) => botsView(main, [], { store, go }), "bots"],
   [/^#\/bot\/new$/, (main) => newBotView(main, [], { store, go }), "bots"],
-  [/^#\/bot\/([^/]+)(?:\/(settings|compaction))?$/, (main, params) => botView(main, params, { store, go }), "bots"],
+  [/^#\/bot\/([^/]+)(?:\/(settings|memories|compaction))?$/, (main, params) => botView(main, params, { store, go }), "bots"],
   [/^#\/providers$/, (main) => providersView(main, [], { store, go }), "providers"],
   [/^#\/endpoint(?:\/([^/]+))?$/, (main, params) => endpointView(main, params), "endpoint"],
 ];
