@@ -264,10 +264,19 @@ def test_a_lorebooks_entries_are_edited_and_one_is_sent_when_its_key_appears(pag
     page.keyboard.press("Escape")
     expect(page.get_by_role("button", name="Edit entry 1")).to_be_focused()
 
-    # The edited entry is sent when its new key appears (and not for the old secondary key any more).
+    # Turn the constant entry off (Enabled unchecked): it is no longer sent.
+    page.get_by_role("button", name="Edit entry 3").click()
+    page.get_by_role("form", name="Entry 3").get_by_label("Enabled").uncheck()
+    page.get_by_role("form", name="Entry 3").get_by_role("button", name="Save entry").click()
+    expect(page.locator(".lore-entry").nth(2)).to_contain_text("disabled")
+    assert app.api("GET", f"/lorebooks/{book['id']}")["lorebook"]["entries"][2]["enabled"] is False
+
+    # The edited entry is sent when its new key appears, without the secondary key it no longer has ("night").
     lore = _lore_in_preview(page, ids["chat"], "When does the gate close?")
     expect(lore.filter(has_text="castle gates")).to_have_attribute("data-reason", "fit")
+    expect(lore.filter(has_text="castle gates")).to_have_class("entry in")
     expect(lore.filter(has_text="green dragon")).to_have_attribute("data-reason", "disabled")
+    expect(lore.filter(has_text="Magic is rare")).to_have_attribute("data-reason", "disabled")
 
     # Remove entry 1: the entry that took its place gets the focus.
     page.goto(f"/#/lorebook/{book['id']}")
