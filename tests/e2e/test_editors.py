@@ -305,6 +305,39 @@ def test_a_lorebooks_entries_are_edited_and_one_is_sent_when_its_key_appears(pag
     assert app.http.get(f"/api/v2/lorebooks/{book['id']}").status_code == 404
 
 
+def test_opening_another_entry_asks_before_discarding_changes(page: Any, app: App) -> None:
+    entries = [{"keys": ["a"], "content": "First."}, {"keys": ["b"], "content": "Second."}]
+    book = app.api("POST", "/lorebooks", {"name": "Lore", "entries": entries}, 201)["lorebook"]
+    page.goto(f"/#/lorebook/{book['id']}")
+    page.get_by_role("button", name="Edit entry 1").click()
+    page.get_by_role("form", name="Entry 1").get_by_label("Text").fill("First, changed.")
+    asked: list[str] = []
+
+    def answer(accept: bool) -> Any:
+        def handle(dialog: Any) -> None:
+            asked.append(dialog.message)
+            dialog.accept() if accept else dialog.dismiss()
+
+        return handle
+
+    page.once("dialog", answer(False))
+    page.get_by_role("button", name="Edit entry 2").click()
+    expect(page.get_by_role("form", name="Entry 1").get_by_label("Text")).to_have_value("First, changed.")
+    page.once("dialog", answer(True))
+    page.get_by_role("button", name="Edit entry 2").click()
+    expect(page.get_by_role("form", name="Entry 2")).to_be_visible()
+    expect(page.get_by_role("form", name="Entry 1")).to_have_count(0)
+    assert asked == ["Discard your changes to entry 1?"] * 2
+    # Nothing was stored; an untouched form is left without asking.
+    assert [e["content"] for e in app.api("GET", f"/lorebooks/{book['id']}")["lorebook"]["entries"]] == [
+        "First.",
+        "Second.",
+    ]
+    page.get_by_role("button", name="+ Add entry").click()
+    expect(page.get_by_role("form", name="New entry")).to_be_visible()
+    assert len(asked) == 2
+
+
 OVERFLOWING = """
 (selector) => {
   const out = [];

@@ -101,7 +101,13 @@ export async function lorebooksView(main, _params, { store, go }) {
 
 export async function lorebookView(main, [lorebookId], { store, go }) {
   const [{ lorebook }] = await Promise.all([get(`/lorebooks/${encodeURIComponent(lorebookId)}`), store.loaded ? null : store.refresh()]);
-  const st = { book: lorebook, editing: null, focus: null };
+  const st = { book: lorebook, editing: null, focus: null, dirty: false };
+  /** Another entry's form may replace the open one: only after asking, when it holds changes. */
+  const mayLeave = () => {
+    if (st.editing === null || !st.dirty) return true;
+    const what = st.editing === "new" ? "the new entry" : `entry ${st.editing + 1}`;
+    return window.confirm(`Discard your changes to ${what}?`);
+  };
   document.title = `${lorebook.name} · contextshift`;
 
   const heading = h("h1.lorebook-heading", lorebook.name);
@@ -153,6 +159,7 @@ export async function lorebookView(main, [lorebookId], { store, go }) {
     {
       type: "button",
       onclick: () => {
+        if (!mayLeave()) return;
         st.editing = "new";
         st.focus = { index: "new", selector: "input[name=keys]" };
         render();
@@ -192,6 +199,7 @@ export async function lorebookView(main, [lorebookId], { store, go }) {
             type: "button",
             "aria-label": `Edit entry ${number}`,
             onclick: () => {
+              if (!mayLeave()) return;
               st.editing = index;
               st.focus = { index, selector: "input[name=keys]" };
               render();
@@ -230,6 +238,8 @@ export async function lorebookView(main, [lorebookId], { store, go }) {
       {
         "aria-label": isNew ? "New entry" : `Entry ${number}`,
         novalidate: true,
+        oninput: () => (st.dirty = true),
+        onchange: () => (st.dirty = true),
         onkeydown: (event) => {
           if (event.key === "Escape") {
             event.preventDefault();
@@ -291,13 +301,14 @@ export async function lorebookView(main, [lorebookId], { store, go }) {
   }
 
   async function removeEntry(index) {
+    if (!mayLeave()) return; // an open form is closed by the removal
     const entry = st.book.entries[index];
     const what = entry.keys.length ? `(keys: ${entry.keys.join(", ")})` : `“${shorten(entry.content, 60)}”`;
     if (!window.confirm(`Remove entry ${index + 1} ${what} from this lorebook?`)) return;
     const entries = st.book.entries.map(entryIn).filter((_, i) => i !== index);
     try {
       await saveEntries(entries);
-      if (typeof st.editing === "number" && st.editing > index) st.editing -= 1;
+      st.editing = null;
       // focus: the entry that took its place, else the one before, else "Add entry"
       const next = entries.length ? Math.min(index, entries.length - 1) : null;
       st.focus = next === null ? { add: true } : { index: next, selector: ".edit-entry" };
@@ -322,6 +333,7 @@ export async function lorebookView(main, [lorebookId], { store, go }) {
   }
 
   function render() {
+    st.dirty = false; // a form is made afresh from what is stored
     const entries = st.book.entries;
     entriesHeading.textContent = `Entries (${entries.length})`;
     const items = entries.map((entry, i) => (st.editing === i ? entryForm(entry, i) : entryCard(entry, i)));
