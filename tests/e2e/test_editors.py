@@ -338,6 +338,44 @@ def test_opening_another_entry_asks_before_discarding_changes(page: Any, app: Ap
     assert len(asked) == 2
 
 
+def test_an_entry_is_added_and_edited_with_the_keyboard_alone(page: Any, app: App) -> None:
+    book = app.api("POST", "/lorebooks", {"name": "Lore"}, 201)["lorebook"]
+    page.goto(f"/#/lorebook/{book['id']}")
+    expect(page.get_by_role("button", name="+ Add entry")).to_be_focused()
+    page.keyboard.press("Enter")
+    page.keyboard.type("harbour, port")  # keys
+    page.keyboard.press("Tab")
+    page.keyboard.type("ship")  # secondary keys
+    page.keyboard.press("Tab")
+    page.keyboard.type("The harbour closes at dusk.")  # text
+    page.keyboard.press("Tab")
+    page.keyboard.press("Space")  # constant
+    for _ in range(2):  # enabled, then order
+        page.keyboard.press("Tab")
+    page.keyboard.press("Control+a")
+    page.keyboard.type("7")
+    page.keyboard.press("Tab")  # position
+    page.keyboard.press("Tab")  # the Add entry button
+    expect(page.get_by_role("button", name="Add entry", exact=True)).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("button", name="Edit entry 1")).to_be_focused()
+    (entry,) = app.api("GET", f"/lorebooks/{book['id']}")["lorebook"]["entries"]
+    assert (entry["keys"], entry["secondary_keys"], entry["content"], entry["constant"], entry["order"]) == (
+        ["harbour", "port"],
+        ["ship"],
+        "The harbour closes at dusk.",
+        True,
+        7,
+    )
+    # Edit and leave with Escape: back on the entry's Edit button, nothing stored changes.
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("form", name="Entry 1").get_by_label("Keys (comma-separated)")).to_be_focused()
+    page.keyboard.type(", quay")
+    page.keyboard.press("Escape")
+    expect(page.get_by_role("button", name="Edit entry 1")).to_be_focused()
+    assert app.api("GET", f"/lorebooks/{book['id']}")["lorebook"]["entries"][0]["keys"] == ["harbour", "port"]
+
+
 OVERFLOWING = """
 (selector) => {
   const out = [];
