@@ -41,6 +41,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     "BOT_NOT_FOUND": ErrorCode(404, "No bot with that id"),
     "CHAT_NOT_FOUND": ErrorCode(404, "No chat with that id"),
     "LOREBOOK_NOT_FOUND": ErrorCode(404, "No lorebook with that id"),
+    "MEMORY_NOT_FOUND": ErrorCode(404, "No memory with that id among this bot's"),
     "MESSAGE_NOT_FOUND": ErrorCode(404, "No message with that id in this chat"),
     "MODEL_NOT_FOUND": ErrorCode(404, "No model with that id"),
     "PROVIDER_NOT_FOUND": ErrorCode(404, "No provider with that id"),

@@ -405,6 +405,10 @@ class MemoryCreate(Strict):
     chat_id: Ident | None = None
 
 
+class MemoryPatch(Strict):
+    content: Required = Field(max_length=100_000, description="The memory's new text")
+
+
 class MemoryOut(BaseModel):
     id: str
     bot_id: str

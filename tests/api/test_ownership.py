@@ -19,6 +19,7 @@ OWNED = {
     "chat_id": "CHAT_NOT_FOUND",
     "bot_id": "BOT_NOT_FOUND",
     "lorebook_id": "LOREBOOK_NOT_FOUND",
+    "memory_id": "MEMORY_NOT_FOUND",
     "audit_id": "PROXY_AUDIT_NOT_FOUND",
 }
 
@@ -106,6 +107,7 @@ def _bodies(world: dict[str, str], fake_url: str) -> dict[tuple[str, str], Any]:
         ("POST", "/api/v2/bots"): {"name": "mine", "lorebook_ids": [world["lorebook"]]},
         ("PATCH", "/api/v2/bots/{bot_id}"): {"name": "taken over"},
         ("POST", "/api/v2/bots/{bot_id}/memories"): {"content": "planted"},
+        ("PATCH", "/api/v2/bots/{bot_id}/memories/{memory_id}"): {"content": "taken over"},
         ("POST", "/api/v2/lorebooks"): {"name": "mine"},
         ("PATCH", "/api/v2/lorebooks/{lorebook_id}"): {"name": "taken over"},
         ("POST", "/api/v2/chats"): {"bot_id": world["bot"]},
@@ -145,6 +147,7 @@ async def test_no_route_lets_another_user_reach_an_owners_objects(service: Servi
         "chat_id": world["chat"],
         "message_id": world["message"],
         "lorebook_id": world["lorebook"],
+        "memory_id": world["memory"],
         "provider_id": world["provider"],
         "model_id": world["model"],
         "user_id": world["user"],

@@ -40,6 +40,8 @@ def test_main_screens_have_labelled_controls(page: Any, app: App) -> None:
     assert page.evaluate(UNLABELLED) == []
     ids = app.setup_chat(context_window=4000)
     app.api("POST", f"/chats/{ids['chat']}/messages", {"role": "user", "content": "Hello"}, 201)
+    app.api("POST", f"/bots/{ids['bot']}/memories", {"content": "Likes tea."}, 201)
+    lore = app.api("POST", "/lorebooks", {"name": "Lore", "entries": [{"keys": ["tea"], "content": "Tea."}]}, 201)
     screens = [
         (f"/#/chat/{ids['chat']}", ".meter-used"),
         (f"/#/bot/{ids['bot']}", ".compaction-settings"),
@@ -47,6 +49,9 @@ def test_main_screens_have_labelled_controls(page: Any, app: App) -> None:
         ("/#/providers", ".provider-card"),
         ("/#/bots", ".card"),
         ("/#/welcome", ".onboarding"),
+        (f"/#/bot/{ids['bot']}/memories", ".memory-item"),
+        ("/#/lorebooks", ".lorebook-list"),
+        (f"/#/lorebook/{lore['lorebook']['id']}", ".lore-entry"),
     ]
     for url, ready in screens:
         page.goto(url)
@@ -57,4 +62,7 @@ def test_main_screens_have_labelled_controls(page: Any, app: App) -> None:
     page.get_by_role("tab", name="Prompt view").click()
     page.get_by_role("button", name="Next prompt (preview)").click()
     page.locator(".prompt-view").wait_for()
+    assert page.evaluate(UNLABELLED) == []
+    page.get_by_role("tab", name="Memories").click()
+    page.locator(".memories-panel .memory-item").wait_for()
     assert page.evaluate(UNLABELLED) == []

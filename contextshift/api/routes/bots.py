@@ -155,3 +155,31 @@ async def create_memory(bot_id: str, body: s.MemoryCreate, principal: Caller, re
 async def list_memories(bot_id: str, principal: Caller, repos: Repos, chat_id: str | None = None) -> dict[str, Any]:
     await own_bot(repos, principal, bot_id)
     return {"memories": [views.memory(r) for r in await repos.memories.list_for_bot(bot_id, chat_id)]}
+
+
+async def _bot_memory(repos: Repos, bot_id: str, memory_id: str) -> None:
+    """The memory must be one of this bot's (the caller's own, checked before); else ``MEMORY_NOT_FOUND``."""
+    row = await repos.memories.get(memory_id)
+    if row is None or row.bot_id != bot_id:
+        raise not_found("memory", memory_id)
+
+
+@router.patch("/bots/{bot_id}/memories/{memory_id}", response_model=MemoryEnvelope, responses=error_responses(404))
+async def patch_memory(
+    bot_id: str, memory_id: str, body: s.MemoryPatch, principal: Caller, repos: Repos
+) -> dict[str, Any]:
+    await own_bot(repos, principal, bot_id)
+    await _bot_memory(repos, bot_id, memory_id)
+    row = await repos.memories.update(memory_id, content=body.content)
+    if row is None:
+        raise not_found("memory", memory_id)
+    return {"memory": views.memory(row)}
+
+
+@router.delete("/bots/{bot_id}/memories/{memory_id}", response_model=Deleted, responses=error_responses(404))
+async def delete_memory(bot_id: str, memory_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    await own_bot(repos, principal, bot_id)
+    await _bot_memory(repos, bot_id, memory_id)
+    if not await repos.memories.delete(memory_id):
+        raise not_found("memory", memory_id)
+    return {"deleted": True}

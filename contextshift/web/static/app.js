@@ -6,6 +6,7 @@ import { badge, clear, debounce, field, h, replace, select, toast } from "./js/d
 import { chatView } from "./js/chat.js";
 import { botsView, botView, newBotView } from "./js/bots.js";
 import { providersView } from "./js/providers.js";
+import { lorebooksView, lorebookView } from "./js/lorebooks.js";
 import { onboardingView } from "./js/onboarding.js";
 import { endpointView } from "./js/endpoint.js";
 import { signInView } from "./js/signin.js";
@@ -335,7 +336,9 @@ const routes = [
   [/^#\/chat\/([^/]+)$/, (main, params) => chatView(main, params, { store, go }), "chats"],
   [/^#\/bots$/, (main) => botsView(main, [], { store, go }), "bots"],
   [/^#\/bot\/new$/, (main) => newBotView(main, [], { store, go }), "bots"],
-  [/^#\/bot\/([^/]+)(?:\/(settings|compaction))?$/, (main, params) => botView(main, params, { store, go }), "bots"],
+  [/^#\/bot\/([^/]+)(?:\/(settings|memories|compaction))?$/, (main, params) => botView(main, params, { store, go }), "bots"],
+  [/^#\/lorebooks$/, (main) => lorebooksView(main, [], { store, go }), "bots"],
+  [/^#\/lorebook\/([^/]+)$/, (main, params) => lorebookView(main, params, { store, go }), "bots"],
   [/^#\/providers$/, (main) => providersView(main, [], { store, go }), "providers"],
   [/^#\/endpoint(?:\/([^/]+))?$/, (main, params) => endpointView(main, params), "endpoint"],
 ];

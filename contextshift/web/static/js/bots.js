@@ -5,6 +5,7 @@ import { ApiError, del, get, optional, patch, post, strategyNames } from "./api.
 import { badge, checkbox, duration, field, h, num, replace, select, shorten, tabs, toast, when } from "./dom.js";
 import { chatTitle, modelLabel } from "./store.js";
 import { errorWords, TRIGGER_WORDS } from "./words.js";
+import { memoriesEditor } from "./memories.js";
 
 const COMPACTION_FIELDS = ["compaction_enabled", "compaction_threshold", "compaction_ratio", "compaction_model_id"];
 
@@ -14,7 +15,7 @@ export async function botsView(main, _params, { store }) {
     main,
     h(
       "section.page",
-      h("div.page-head", h("h1", "Bots"), h("a.button.primary", { href: "#/bot/new" }, "+ New bot")),
+      h("div.page-head", h("h1", "Bots"), h("div.actions", h("a.button", { href: "#/lorebooks" }, "Lorebooks"), h("a.button.primary", { href: "#/bot/new" }, "+ New bot"))),
       store.bots.length
         ? h(
             "ul.card-list",
@@ -97,6 +98,7 @@ async function settingsForm(container, bot, { store, go }) {
               checked: selectedBooks.has(book.id),
               onchange: (event) => (event.target.checked ? selectedBooks.add(book.id) : selectedBooks.delete(book.id)),
             });
+            c.row.append(h("a.small.edit-lorebook", { href: `#/lorebook/${book.id}`, "aria-label": `Edit the lorebook ${book.name}` }, "Edit"));
             return c.row;
           })
         : h("p.muted", "No lorebooks yet."),
@@ -262,7 +264,7 @@ async function settingsForm(container, bot, { store, go }) {
       field("Context strategy", strategy, "How the prompt is made to fit: truncate drops the oldest turns, summarize folds them into a local summary, vector-recall drops low-relevance lore first, recall brings back older turns the new message asks about, manual honours your exclusions first.").row,
       field("Reply reserve (tokens)", reserve, "Kept free for the model's reply.").row,
       field("Context limit (tokens)", limit, "Leave empty to use the chat model's window.").row,
-      h("div.field", h("span.label", "Lorebooks"), bookList, newBook),
+      h("div.field", h("span.label", "Lorebooks"), bookList, newBook, h("a.small", { href: "#/lorebooks" }, "All lorebooks: edit entries, rename, delete")),
       field("Author's note", authorNote, "Inserted a few messages from the end of the history.").row,
       field("Author's note depth", authorDepth).row,
     ),
@@ -372,14 +374,18 @@ export async function botView(main, [botId, tab], ctx) {
   const chats = store.chats.filter((c) => c.bot_id === bot.id);
   const settings = h("div");
   const log = h("div");
+  const memories = h("div");
+  let memoriesShown = false;
   const tabset = tabs(
     [
       { id: "settings", label: "Settings", render: () => settings.childElementCount || settingsForm(settings, bot, ctx) },
+      { id: "memories", label: "Memories", render: () => (memoriesShown ||= Boolean(memoriesEditor(memories, { bot, chats }))) },
       { id: "compaction", label: "Compaction", render: () => compactionLog(log, bot, store) },
     ],
     { label: "Bot", selected: tab || "settings", onchange: (id) => history.replaceState(null, "", `#/bot/${bot.id}/${id}`) },
   );
   tabset.panel("settings").append(settings);
+  tabset.panel("memories").append(memories);
   tabset.panel("compaction").append(log);
   const newChat = async () => {
     try {

@@ -6,6 +6,7 @@ import { badge, debounce, h, replace, tabs, toast } from "./dom.js";
 import { chatTitle, modelLabel } from "./store.js";
 import { errorWords } from "./words.js";
 import { promptView, renderStatus } from "./inspector.js";
+import { memoriesEditor } from "./memories.js";
 import { chatHistory } from "./history.js";
 import { contextMeter } from "./meter.js";
 import { plainText } from "./message.js";
@@ -82,18 +83,35 @@ export async function chatView(main, [chatId], { store, go }) {
 
   const statusPanel = h("div.status-panel");
   const promptPanel = h("div.prompt-panel");
+  const memoriesPanel = h("div.memories-panel");
+  let memories = null;
   const inspectorTabs = tabs(
     [
       { id: "status", label: "Session status", render: () => renderStatus(statusPanel, ctx) },
       { id: "prompt", label: "Prompt view", render: () => renderPrompt() },
+      {
+        id: "memories",
+        label: "Memories",
+        render: () => {
+          // a change to a memory shows at once in the next-prompt preview (and the meter)
+          memories ||= memoriesEditor(memoriesPanel, {
+            bot,
+            chat,
+            chats: store.chats.filter((c) => c.bot_id === bot.id),
+            heading: "h3",
+            onChange: () => refreshAll({ audit: false }),
+          });
+        },
+      },
     ],
     { label: "Chat details", selected: "status" },
   );
   inspectorTabs.panel("status").append(statusPanel);
   inspectorTabs.panel("prompt").append(promptPanel);
+  inspectorTabs.panel("memories").append(memoriesPanel);
   const inspector = h(
     "aside.inspector#inspector",
-    { "aria-label": "Session status and prompt view" },
+    { "aria-label": "Session status, prompt view and memories" },
     h("div.inspector-head", h("h2.visually-hidden", "Details"), h("button.icon.close-inspector", { type: "button", "aria-label": "Close the panel", onclick: () => closeInspector() }, "×")),
     inspectorTabs.el,
   );
@@ -124,6 +142,7 @@ export async function chatView(main, [chatId], { store, go }) {
       "div.chat-head-actions",
       h("button.small", { type: "button", onclick: () => openInspector("status") }, "Status"),
       h("button.small", { type: "button", onclick: () => openInspector("prompt", st.audit ? "audit" : "preview") }, "Prompt"),
+      h("button.small", { type: "button", onclick: () => openInspector("memories") }, "Memories"),
       h(
         "button.small.danger-outline",
         { type: "button", "aria-label": "Delete chat", onclick: () => deleteChat() },
