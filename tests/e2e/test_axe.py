@@ -52,7 +52,10 @@ def _chat_with_history(app: App) -> dict[str, str]:
             {"role": "assistant", "content": f"**Answer {turn}**\n\n```python\nprint({turn})\n```\n" + "more " * 30},
             201,
         )
-    return ids
+    app.api("POST", f"/bots/{ids['bot']}/memories", {"content": "Likes green tea."}, 201)
+    entries = [{"keys": ["tea"], "content": "Tea grows on hills."}, {"keys": ["hill"], "content": "Hills are green."}]
+    lore = app.api("POST", "/lorebooks", {"name": "Lore", "entries": entries}, 201)
+    return {**ids, "lorebook": lore["lorebook"]["id"]}
 
 
 def _screens(ids: dict[str, str]) -> list[tuple[str, str, str]]:
@@ -66,6 +69,9 @@ def _screens(ids: dict[str, str]) -> list[tuple[str, str, str]]:
         ("bot compaction", f"/#/bot/{ids['bot']}/compaction", ".tabpanel:not([hidden]) .help"),
         ("providers", "/#/providers", ".provider-card"),
         ("endpoint", "/#/endpoint", "main h1"),
+        ("bot memories", f"/#/bot/{ids['bot']}/memories", ".memory-item"),
+        ("lorebooks", "/#/lorebooks", ".lorebook-list"),
+        ("lorebook editor", f"/#/lorebook/{ids['lorebook']}", ".lore-entry"),
     ]
 
 
@@ -108,6 +114,10 @@ def test_every_main_screen_has_no_serious_accessibility_violation(scanner: Any, 
     tab.locator(".prompt-view").wait_for()
     if violations := _scan(tab):
         found["prompt view"] = violations
+    tab.get_by_role("tab", name="Memories").click()
+    tab.locator(".memories-panel .memory-item").first.wait_for()
+    if violations := _scan(tab):
+        found["chat memories"] = violations
     tab.context.close()
     assert found == {}
 
