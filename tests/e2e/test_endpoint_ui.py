@@ -28,8 +28,9 @@ def test_recent_endpoint_calls_are_listed_with_what_was_left_out(page: Any, app:
     assert excluded > 0
 
     page.goto("/#/endpoint")
-    expect(page.get_by_role("heading", name="OpenAI-compatible endpoint")).to_be_visible()
-    expect(page.locator("pre.snippet")).to_contain_text(f"{app.url}/v1")
+    expect(page.get_by_role("heading", name="OpenAI- and Anthropic-compatible endpoint")).to_be_visible()
+    expect(page.locator("pre.snippet").first).to_contain_text(f'OpenAI(base_url="{app.url}/v1"')
+    expect(page.locator("pre.snippet").nth(1)).to_contain_text(f'Anthropic(base_url="{app.url}"')
     card = page.locator(".card", has_text="gpt-4o")
     expect(card).to_contain_text(f"{excluded} message(s) left out")
     expect(card).to_contain_text("completed")

@@ -1,19 +1,34 @@
-// The OpenAI-compatible endpoint (/v1): the caller's recent calls, and the audit of one (what was kept or left out).
+// The compatible endpoint (/v1: OpenAI's chat completions and Anthropic's messages): the caller's recent calls, and the audit of one (what was kept or left out).
 
 import { get, optional } from "./api.js";
 import { badge, h, num, replace, when } from "./dom.js";
 import { promptView } from "./inspector.js";
 
-function snippet() {
+function snippet(label, text) {
   return h(
     "pre.snippet",
-    { tabindex: "0", "aria-label": "Example code" }, // it scrolls sideways on a phone: keyboard users reach it too
-    h(
-      "code",
-      `from openai import OpenAI\n\nclient = OpenAI(base_url="${location.origin}/v1", api_key="cs_…")  # a contextshift token\n` +
+    { tabindex: "0", "aria-label": label }, // it scrolls sideways on a phone: keyboard users reach it too
+    h("code", text),
+  );
+}
+
+function snippets() {
+  const origin = location.origin;
+  return [
+    h("p", "Point an existing app at ", h("code", `${origin}/v1`), " with a contextshift token as its API key. The ", h("code", "openai"), " SDK:"),
+    snippet(
+      "Example code for the openai SDK",
+      `from openai import OpenAI\n\nclient = OpenAI(base_url="${origin}/v1", api_key="cs_…")  # a contextshift token\n` +
         `reply = client.chat.completions.create(model="<a chat model>", messages=history)`,
     ),
-  );
+    h("p", "The ", h("code", "anthropic"), " SDK (", h("code", "POST /v1/messages"), "):"),
+    snippet(
+      "Example code for the anthropic SDK",
+      `from anthropic import Anthropic\n\nclient = Anthropic(base_url="${origin}", api_key="cs_…")  # a contextshift token\n` +
+        `reply = client.messages.create(model="<a chat model>", max_tokens=1024, messages=history)`,
+    ),
+    h("p.muted", "Each reply's x-contextshift-excluded header counts the messages left out to fit the model's window; its x-contextshift-audit header names the call below."),
+  ];
 }
 
 function auditRow(audit) {
@@ -58,9 +73,8 @@ export async function endpointView(main, [auditId]) {
     main,
     h(
       "section.page",
-      h("h1", "OpenAI-compatible endpoint"),
-      h("p", "Point an existing app at ", h("code", `${location.origin}/v1`), " with a contextshift token as its API key:"),
-      snippet(),
+      h("h1", "OpenAI- and Anthropic-compatible endpoint"),
+      ...snippets(),
       h("h2", "Recent calls"),
       audits.length
         ? h("ul.card-list.providers", audits.map(auditRow))
