@@ -5,10 +5,16 @@ once (:class:`~contextshift.tokenizers.server.ServerTokenizers`), gives the pipe
 count cache, and builds the prompt in rounds: each round's missing texts (counted by estimate meanwhile) are
 fetched in one concurrent batch and the prompt is built again; normally the second round finds every count.
 If the server stops answering, the estimates stay and the prompt says it is approximate.
+
+With an embedder (the ``embeddings`` extra, for ``recall`` and ``vector-recall``) the pipeline runs in a worker
+thread: embedding texts is model inference, tens to hundreds of milliseconds the first time a chat's texts are
+seen, and must not hold up every other request on the event loop. The embedder and the count cache are
+thread-safe.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -68,13 +74,13 @@ async def run_counted(
     """``run_pipeline`` with the server's counts fetched first (see the module docstring)."""
     profile = request.profile
     if server is None or counting is None or not isinstance(profile, FetchedCountsProfile):
-        return run_pipeline(request)
+        return await _run(request)
     async with counting.http() as client:
         for round_number in range(MAX_ROUNDS):
             result: PipelineResult | None = None
             error: TokenBudgetExceeded | None = None
             try:
-                result = run_pipeline(request)
+                result = await _run(request)
             except TokenBudgetExceeded as exc:
                 error = exc
             if not profile.missing or round_number == MAX_ROUNDS - 1:
@@ -84,7 +90,14 @@ async def run_counted(
                 return result
             if not await server.fill(client, profile):
                 break
-    return run_pipeline(request)  # the server failed: estimates, and the result says approximate
+    return await _run(request)  # the server failed: estimates, and the result says approximate
+
+
+async def _run(request: PipelineRequest) -> PipelineResult:
+    """The pipeline; in a worker thread when it embeds texts (see the module docstring)."""
+    if request.embedder is not None:
+        return await asyncio.to_thread(run_pipeline, request)
+    return run_pipeline(request)
 
 
 __all__ = ["MAX_ROUNDS", "ServerCounting", "run_counted", "wants_server"]
