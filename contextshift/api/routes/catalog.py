@@ -3,6 +3,7 @@ API keys are write-only: stored, used, never returned (N2)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response, status
@@ -70,11 +71,7 @@ async def saved_endpoint(db: Database, provider_id: str) -> provider_check.Endpo
 
 
 def tested(result: provider_check.CheckResult) -> dict[str, Any]:
-    return {
-        "test": s.ProviderTestOut(
-            ok=result.ok, code=result.code, message=result.message, status=result.status, models=result.models
-        )
-    }
+    return {"test": s.ProviderTestOut(**asdict(result))}
 
 
 @router.post(
@@ -118,12 +115,7 @@ async def test_provider(provider_id: str, _admin: Admin, db: DB, generations: Ge
 async def provider_models(provider_id: str, _admin: Admin, db: DB, generations: GenerationService) -> dict[str, Any]:
     endpoint = await saved_endpoint(db, provider_id)
     listed = await provider_check.list_models(endpoint, generations.client_factory, generations.client_options)
-    return {
-        "models": [
-            s.ProviderModelOut(id=m.id, context_window=m.context_window, max_output_tokens=m.max_output_tokens)
-            for m in listed
-        ]
-    }
+    return {"models": [s.ProviderModelOut(**asdict(m)) for m in listed]}
 
 
 @router.get("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(404))
