@@ -232,3 +232,25 @@ def test_a_failed_turn_shows_its_causes_words_and_still_does_after_a_reload(page
     expect(error).to_contain_text("This message was not answered.", timeout=TURN)
     expect(error).to_contain_text(code)
     expect(error).to_contain_text(words)
+
+
+def test_the_first_run_setup_tests_the_provider_and_fills_its_first_model_from_the_list(page: Any, app: App) -> None:
+    app.fake.model_list = [{"id": "claude-sonnet-4-5"}]
+    page.goto("/")
+    form = page.get_by_role("form", name="Add a provider")
+    form.get_by_label("Name", exact=True).fill("Fake")
+    form.get_by_label("Base URL").fill(app.fake.base_url)
+    form.get_by_role("button", name="Test connection").click()
+    expect(form.locator(".provider-test")).to_contain_text("lists 1 model")
+    form.get_by_role("button", name="Add provider").click()
+
+    expect(page.get_by_role("heading", name="2. Which model?")).to_be_visible()
+    form = page.get_by_role("form", name="Add a model")
+    form.get_by_role("button", name="Fetch models").click()
+    form.get_by_label("The provider's models").select_option("claude-sonnet-4-5")
+    expect(form.get_by_label("Context window (tokens)")).to_have_value("200000")
+    expect(form.get_by_label("Max output tokens")).to_have_value("64000")
+    form.get_by_role("button", name="Add model").click()
+    expect(page.get_by_role("heading", name="3. Create a bot")).to_be_visible()
+    [model] = app.api("GET", "/models")["models"]
+    assert (model["name"], model["context_window"], model["max_output_tokens"]) == ("claude-sonnet-4-5", 200000, 64000)

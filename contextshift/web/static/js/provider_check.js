@@ -39,7 +39,8 @@ export function connectionTest(request, { valid = () => true } = {}) {
 
 /**
  * "Fetch models": the provider's own list as choices; choosing one fills the name and, where the provider
- * states them or the model is well known, the context window and max output.
+ * states them or the model is well known, the context window and max output. `providerId` is an id, or a
+ * function giving the one a form's provider select has at click time.
  */
 export function modelPicker(providerId, { name, windowInput, maxOut }) {
   const status = h("p.help.model-list-status", { role: "status", "aria-live": "polite" });
@@ -58,7 +59,8 @@ export function modelPicker(providerId, { name, windowInput, maxOut }) {
     button.disabled = true;
     replace(status, "Asking the provider…");
     try {
-      ({ models: listed } = await get(`/providers/${providerId}/models`));
+      const id = typeof providerId === "function" ? providerId() : providerId;
+      ({ models: listed } = await get(`/providers/${id}/models`));
       replace(choices, h("option", { value: "" }, listed.length ? `Choose one of ${num(listed.length)}` : "The provider lists no models"));
       for (const m of listed) choices.append(h("option", { value: m.id }, `${m.id}${m.context_window ? ` (${num(m.context_window)} window)` : ""}`));
       choices.disabled = !listed.length;
