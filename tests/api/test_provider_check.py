@@ -110,18 +110,18 @@ async def test_unsaved_values_are_tested_and_the_saved_key_is_used_only_at_its_o
     service.fake.expected_api_key = KEY
     provider_id = await provider(service, service.fake.base_url)
     same = {"kind": "openai", "base_url": service.fake.base_url, "provider_id": provider_id}
-    assert (await service.http.post("/api/v2/providers/test", json=same)).json()["test"]["ok"] is True
+    assert (await service.http.post("/api/v2/provider-tests", json=same)).json()["test"]["ok"] is True
     assert service.fake.model_requests[-1].headers["authorization"] == f"Bearer {KEY}"
 
     moved = {**same, "base_url": service.fake.base_url.replace("127.0.0.1", "localhost")}
-    test = (await service.http.post("/api/v2/providers/test", json=moved)).json()["test"]
+    test = (await service.http.post("/api/v2/provider-tests", json=moved)).json()["test"]
     assert test["code"] == "PROVIDER_AUTH"
     assert "authorization" not in service.fake.model_requests[-1].headers  # the key did not follow
 
     typed = {**moved, "api_key": KEY}
-    assert (await service.http.post("/api/v2/providers/test", json=typed)).json()["test"]["ok"] is True
+    assert (await service.http.post("/api/v2/provider-tests", json=typed)).json()["test"]["ok"] is True
     fresh = {"kind": "openai", "base_url": closed_port_url()}
-    test = (await service.http.post("/api/v2/providers/test", json=fresh)).json()["test"]
+    test = (await service.http.post("/api/v2/provider-tests", json=fresh)).json()["test"]
     assert test["code"] == "PROVIDER_CONNECTION_REFUSED"
 
 
@@ -167,7 +167,7 @@ async def test_only_admins_test_providers_and_unknown_ones_are_not_found(
     for method, path, body in (
         ("POST", f"/api/v2/providers/{provider_id}/test", {}),
         ("GET", f"/api/v2/providers/{provider_id}/models", None),
-        ("POST", "/api/v2/providers/test", {"kind": "openai", "base_url": service.fake.base_url}),
+        ("POST", "/api/v2/provider-tests", {"kind": "openai", "base_url": service.fake.base_url}),
     ):
         response = await other_user.http.request(method, path, json=body)
         assert response.status_code == 403 and response.json()["error"]["code"] == "FORBIDDEN"
@@ -175,7 +175,7 @@ async def test_only_admins_test_providers_and_unknown_ones_are_not_found(
     missing = await service.http.post("/api/v2/providers/nope/test", json={})
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "PROVIDER_NOT_FOUND"
     unknown = {"kind": "openai", "base_url": service.fake.base_url, "provider_id": "nope"}
-    missing = await service.http.post("/api/v2/providers/test", json=unknown)
+    missing = await service.http.post("/api/v2/provider-tests", json=unknown)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "PROVIDER_NOT_FOUND"
 
 
@@ -197,3 +197,9 @@ async def test_a_failed_turn_keeps_the_causes_own_code_with_the_input(service: S
     assert kept["meta"]["failed"] == {"code": code}
     audit: dict[str, Any] = (await service.http.get(f"/api/v2/chats/{ids['chat']}/context-audit")).json()["audit"]
     assert audit["error_code"] == code
+
+
+async def test_the_test_of_unsaved_values_has_a_path_of_its_own(service: Service) -> None:
+    """Not /providers/test: a provider's own path would take "test" for an id and advertise its methods."""
+    response = await service.http.get("/api/v2/provider-tests")
+    assert response.status_code == 405 and response.headers["allow"] == "POST"

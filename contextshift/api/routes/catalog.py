@@ -75,7 +75,7 @@ def tested(result: provider_check.CheckResult) -> dict[str, Any]:
 
 
 @router.post(
-    "/providers/test",
+    "/provider-tests",
     response_model=ProviderTestEnvelope,
     responses=error_responses(403, 404),
     description="Test a provider form's values before saving them: one GET of the provider's model list. A "

@@ -13,7 +13,7 @@ function testOutcome(test) {
 
 /**
  * A "Test connection" button and its result. `request()` gives [path, body] at click time: a saved provider's
- * `/providers/{id}/test`, or `/providers/test` with the form's values (when `valid()` says they can be sent).
+ * `/providers/{id}/test`, or `/provider-tests` with the form's values (when `valid()` says they can be sent).
  */
 export function connectionTest(request, { valid = () => true } = {}) {
   const result = h("p.provider-test", { role: "status", "aria-live": "polite" });

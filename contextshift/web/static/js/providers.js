@@ -45,7 +45,7 @@ export function providerFields(provider) {
       if (provider) body.provider_id = provider.id;
       if (removeKey?.input.checked) body.api_key = "";
       else if (key.value) body.api_key = key.value;
-      return ["/providers/test", body];
+      return ["/provider-tests", body];
     },
     { valid: () => baseUrl.reportValidity() },
   );
