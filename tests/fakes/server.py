@@ -360,17 +360,23 @@ class FakeProvider:
             return
         item = self._next()
         record.answered_with = item
+        if not await self._failure(conn, item):
+            reply = item if isinstance(item, Reply) else Reply()
+            if await conn.pause(reply.delay) and await conn.held(reply.hold):
+                await self._reply(conn, reply)
+
+    async def _failure(self, conn: _Connection, item: ScriptItem | None) -> bool:
+        """Answer a scripted ``Error`` or ``Raw`` (after its delay); False for a reply or none, left to the caller."""
         if isinstance(item, Error):
             if await conn.pause(item.delay):
                 await self._error(conn, item)
-        elif isinstance(item, Raw):
+            return True
+        if isinstance(item, Raw):
             if await conn.pause(item.delay):
                 await conn.start(item.status, [(b"content-type", item.content_type.encode())])
                 await conn.body(item.body.encode() if isinstance(item.body, str) else item.body)
-        else:
-            reply = item or Reply()
-            if await conn.pause(reply.delay) and await conn.held(reply.hold):
-                await self._reply(conn, reply)
+            return True
+        return False
 
     async def _list_models(self, conn: _Connection) -> None:
         with self._lock:
@@ -384,14 +390,9 @@ class FakeProvider:
             conn.record.headers.get("authorization", "").removeprefix("Bearer "),
         ):
             await self._error(conn, Error(401))
-        elif isinstance(item, Error):
-            if await conn.pause(item.delay):
-                await self._error(conn, item)
-        elif isinstance(item, Raw):
-            if await conn.pause(item.delay):
-                await conn.start(item.status, [(b"content-type", item.content_type.encode())])
-                await conn.body(item.body.encode() if isinstance(item.body, str) else item.body)
-        elif item is None or (await conn.pause(item.delay) and await conn.held(item.hold)):
+        elif await self._failure(conn, item):
+            return
+        elif not isinstance(item, Reply) or (await conn.pause(item.delay) and await conn.held(item.hold)):
             await conn.json(200, {"object": "list", "data": listed, "has_more": False})
 
     def _authorized(self, record: RecordedRequest) -> bool:
