@@ -17,6 +17,8 @@ def many(key: str, model: type[BaseModel]) -> type[BaseModel]:
 
 ProviderEnvelope = one("provider", s.ProviderOut)
 ProviderList = many("providers", s.ProviderOut)
+ProviderTestEnvelope = one("test", s.ProviderTestOut)
+ProviderModelList = many("models", s.ProviderModelOut)
 ModelEnvelope = one("model", s.ModelOut)
 ModelList = many("models", s.ModelOut)
 BotEnvelope = one("bot", s.BotOut)

@@ -78,7 +78,11 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     # 502 and 504: the provider (never its own words)
     "PROVIDER_AUTH": ErrorCode(502, "The provider refused the API key"),
     "PROVIDER_RATE_LIMITED": ErrorCode(502, "The provider's rate limit"),
-    "PROVIDER_UNAVAILABLE": ErrorCode(502, "The provider could not be reached or failed"),
+    "PROVIDER_UNAVAILABLE": ErrorCode(502, "The connection to the provider failed or broke off, or it is overloaded"),
+    "PROVIDER_CONNECTION_REFUSED": ErrorCode(502, "The provider's address refused the connection (nothing listens)"),
+    "PROVIDER_DNS_FAILED": ErrorCode(502, "The provider's host name could not be resolved (DNS)"),
+    "PROVIDER_TLS_FAILED": ErrorCode(502, "The TLS handshake with the provider failed (its certificate or protocol)"),
+    "PROVIDER_SERVER_ERROR": ErrorCode(502, "The provider answered with a server error (HTTP 5xx)"),
     "PROVIDER_CONTEXT_LENGTH": ErrorCode(502, "The provider refused the prompt as too long for the model"),
     "PROVIDER_BAD_REQUEST": ErrorCode(502, "The provider refused the request"),
     "EMPTY_RESPONSE": ErrorCode(502, "The provider returned an empty reply"),

@@ -178,6 +178,39 @@ class ProviderOut(BaseModel):
     created_at: datetime
 
 
+class ProviderTestIn(Strict):
+    """A connection test of a provider's form, before it is saved. With ``provider_id`` and no ``api_key``, the
+    saved provider's key is used, but only while ``kind`` and ``base_url`` are still the saved ones (a key never
+    follows a provider to another address)."""
+
+    kind: ProviderKind
+    base_url: str = Field(min_length=1, max_length=2000, pattern=r"^https?://[!-~]+$")
+    api_key: Text | None = Field(default=None, max_length=4000)
+    provider_id: Ident | None = None
+    timeout_seconds: TimeoutSeconds = Field(default=60, description=TIMEOUT_SECONDS)
+
+
+class ProviderTestOut(BaseModel):
+    """What a connection test met (``GET`` of the provider's model list, once). Failure is an answer here, not
+    an error: ``code`` names its cause (``PROVIDER_CONNECTION_REFUSED``, ``PROVIDER_DNS_FAILED``,
+    ``PROVIDER_TLS_FAILED``, ``PROVIDER_TIMEOUT``, ``PROVIDER_SERVER_ERROR``, ``PROVIDER_AUTH``...)."""
+
+    ok: bool
+    code: str | None = Field(description="The failure's error code (see ErrorBody.code); null when ok")
+    message: str = Field(description="contextshift's own words; never what the provider said")
+    status: int | None = Field(description="The provider's HTTP status, when it answered with an error")
+    models: int | None = Field(description="How many models the provider lists, when ok")
+
+
+class ProviderModelOut(BaseModel):
+    """A model in the provider's own list, with its window and longest reply when the provider states them or
+    contextshift knows the model (to prefill the model form)."""
+
+    id: str
+    context_window: int | None
+    max_output_tokens: int | None
+
+
 def _registered_strategy(value: str) -> str:
     if value not in default_registry:
         raise ValueError(f"{value!r} is not a registered strategy ({', '.join(default_registry.names())})")

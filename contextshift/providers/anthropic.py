@@ -34,6 +34,8 @@ from .sse import SSEEvent
 COUNT_TOKENS_TIMEOUT = 3.0
 
 ANTHROPIC_VERSION = "2023-06-01"
+#: The longest page ``GET /v1/models`` gives (Anthropic's documented maximum of ``limit``).
+MODELS_PAGE = 1000
 
 _FINISH: Mapping[str, str] = {
     "end_turn": FINISH_STOP,
@@ -239,6 +241,11 @@ class AnthropicClient(HTTPProviderClient):
     def url(self) -> str:
         root = self.base_url.removesuffix("/v1")
         return f"{root}/v1/messages"
+
+    @property
+    def models_url(self) -> str:
+        """``GET /v1/models``, a page as long as the API allows (the default page is 20)."""
+        return f"{self.base_url.removesuffix('/v1')}/v1/models?limit={MODELS_PAGE}"
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-api-key": api_key}

@@ -27,6 +27,12 @@ PROVIDER_AUTH: Final = "PROVIDER_AUTH"
 PROVIDER_RATE_LIMITED: Final = "PROVIDER_RATE_LIMITED"
 PROVIDER_TIMEOUT: Final = "PROVIDER_TIMEOUT"
 PROVIDER_UNAVAILABLE: Final = "PROVIDER_UNAVAILABLE"
+#: Why a provider could not be reached, each in words a user can act on (a connection test, a failed turn).
+PROVIDER_CONNECTION_REFUSED: Final = "PROVIDER_CONNECTION_REFUSED"
+PROVIDER_DNS_FAILED: Final = "PROVIDER_DNS_FAILED"
+PROVIDER_TLS_FAILED: Final = "PROVIDER_TLS_FAILED"
+#: The provider answered with an HTTP 5xx (a fault on its side, not in the request).
+PROVIDER_SERVER_ERROR: Final = "PROVIDER_SERVER_ERROR"
 PROVIDER_CONTEXT_LENGTH: Final = "PROVIDER_CONTEXT_LENGTH"
 PROVIDER_BAD_REQUEST: Final = "PROVIDER_BAD_REQUEST"
 GENERATION_FAILED: Final = "GENERATION_FAILED"
@@ -37,6 +43,10 @@ ERROR_CODES: frozenset[str] = frozenset(
         PROVIDER_RATE_LIMITED,
         PROVIDER_TIMEOUT,
         PROVIDER_UNAVAILABLE,
+        PROVIDER_CONNECTION_REFUSED,
+        PROVIDER_DNS_FAILED,
+        PROVIDER_TLS_FAILED,
+        PROVIDER_SERVER_ERROR,
         PROVIDER_CONTEXT_LENGTH,
         PROVIDER_BAD_REQUEST,
         GENERATION_FAILED,
@@ -91,6 +101,16 @@ class ChatResult:
     model: str | None = None
     #: The provider's own finish value (``end_turn``, ``stop``, ...), for diagnostics.
     raw_finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListedModel:
+    """One model of a provider's own list (``GET /models``). The limits are what the provider stated, or
+    contextshift's table of known models (:mod:`contextshift.core.known_models`) when it stated none."""
+
+    id: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,6 +265,10 @@ class ProviderClient(Protocol):
 
     def stream(self, request: ChatRequest) -> ChatStream:
         """A streaming call: ``TextDelta`` events, then exactly one ``Finished``."""
+        ...
+
+    async def list_models(self) -> list[ListedModel]:
+        """The provider's model list: one ``GET``, the cheapest call that proves address, TLS and key."""
         ...
 
     async def aclose(self) -> None: ...

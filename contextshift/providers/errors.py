@@ -7,11 +7,14 @@ from headers, is copied into the error.
 from __future__ import annotations
 
 import email.utils
+import errno
 import json
 import math
 import re
+import socket
+import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import httpx
@@ -20,9 +23,13 @@ from .base import (
     GENERATION_FAILED,
     PROVIDER_AUTH,
     PROVIDER_BAD_REQUEST,
+    PROVIDER_CONNECTION_REFUSED,
     PROVIDER_CONTEXT_LENGTH,
+    PROVIDER_DNS_FAILED,
     PROVIDER_RATE_LIMITED,
+    PROVIDER_SERVER_ERROR,
     PROVIDER_TIMEOUT,
+    PROVIDER_TLS_FAILED,
     PROVIDER_UNAVAILABLE,
     ProviderError,
 )
@@ -77,6 +84,10 @@ MESSAGES: Mapping[str, str] = {
     PROVIDER_RATE_LIMITED: "The provider is rate limiting requests; try again later.",
     PROVIDER_TIMEOUT: "The provider did not answer in time.",
     PROVIDER_UNAVAILABLE: "The provider is unavailable right now.",
+    PROVIDER_CONNECTION_REFUSED: "The provider's address refused the connection: nothing listens on that port.",
+    PROVIDER_DNS_FAILED: "The provider's host name could not be resolved (DNS).",
+    PROVIDER_TLS_FAILED: "The secure (TLS) connection to the provider failed: its certificate or protocol.",
+    PROVIDER_SERVER_ERROR: "The provider answered with a server error.",
     PROVIDER_CONTEXT_LENGTH: "The prompt is longer than the model's context window.",
     PROVIDER_BAD_REQUEST: "The provider rejected the request.",
     GENERATION_FAILED: "The provider's reply could not be read.",
@@ -227,8 +238,8 @@ def error_from_status(status: int, body: bytes, headers: httpx.Headers) -> Provi
                 status,
             )
         return ProviderError(
-            PROVIDER_UNAVAILABLE,
-            f"The provider is unavailable right now (HTTP {status}).",
+            PROVIDER_SERVER_ERROR,
+            f"The provider answered with a server error (HTTP {status}).",
             status,
             retryable=True,
             retry_after=parse_retry_after(headers),
@@ -263,7 +274,7 @@ def error_from_transport(exc: httpx.RequestError | httpx.InvalidURL) -> Provider
         phase = "connect to" if unsent else "get an answer from"
         return ProviderError(PROVIDER_TIMEOUT, f"Timed out trying to {phase} the provider.", retryable=unsent)
     if isinstance(exc, httpx.ConnectError):
-        return ProviderError(PROVIDER_UNAVAILABLE, "Could not connect to the provider.", retryable=True)
+        return connect_error(exc)
     if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError | httpx.CloseError):
         return ProviderError(PROVIDER_UNAVAILABLE, "The connection to the provider broke off.", retryable=True)
     if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
@@ -271,6 +282,37 @@ def error_from_transport(exc: httpx.RequestError | httpx.InvalidURL) -> Provider
     if isinstance(exc, httpx.DecodingError):
         return malformed()
     return ProviderError(PROVIDER_UNAVAILABLE, f"The provider could not be reached ({kind}).", retryable=True)
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and everything it was raised from (httpx -> httpcore -> the socket's ``OSError``; anyio's group of
+    attempts), each once."""
+    seen: set[int] = set()
+    pending = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+
+
+def connect_error(exc: BaseException) -> ProviderError:
+    """A connection that could not be made, by its cause: a failed TLS handshake, an unknown host (DNS), a refused
+    connection, or else ``PROVIDER_UNAVAILABLE``. Told by the socket's own error (its type, never its text); TLS
+    first, as its errors are ``OSError``s too. TLS is not retried: a certificate, or a plain-HTTP port, answers the
+    same a moment later. A refused connection is (a local server may be starting), and so is DNS (it may be slow)."""
+    causes = list(_causes(exc))
+    if any(isinstance(cause, ssl.SSLError) for cause in causes):
+        return ProviderError(PROVIDER_TLS_FAILED, MESSAGES[PROVIDER_TLS_FAILED])
+    if any(isinstance(cause, socket.gaierror) for cause in causes):
+        return ProviderError(PROVIDER_DNS_FAILED, MESSAGES[PROVIDER_DNS_FAILED], retryable=True)
+    if any(isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED for cause in causes):
+        return ProviderError(PROVIDER_CONNECTION_REFUSED, MESSAGES[PROVIDER_CONNECTION_REFUSED], retryable=True)
+    return ProviderError(PROVIDER_UNAVAILABLE, "Could not connect to the provider.", retryable=True)
 
 
 def malformed(what: str = "reply") -> ProviderError:

@@ -21,8 +21,18 @@ from typing import Any
 
 import httpx
 
-from .base import PROVIDER_TIMEOUT, ChatRequest, ChatResult, Finished, ProviderError, StreamEvent, TextDelta
+from .base import (
+    PROVIDER_TIMEOUT,
+    ChatRequest,
+    ChatResult,
+    Finished,
+    ListedModel,
+    ProviderError,
+    StreamEvent,
+    TextDelta,
+)
 from .errors import empty_stream, error_from_event, error_from_status, error_from_transport, malformed
+from .models import parse_model_list
 from .serialize import encode_body
 from .sse import SSEEvent, read_events
 
@@ -214,6 +224,11 @@ class HTTPProviderClient(ABC):
     @abstractmethod
     def url(self) -> str: ...
 
+    @property
+    @abstractmethod
+    def models_url(self) -> str:
+        """Where the provider lists its models (``GET``)."""
+
     @abstractmethod
     def auth_headers(self, api_key: str) -> dict[str, str]: ...
 
@@ -258,6 +273,26 @@ class HTTPProviderClient(ABC):
                 error = error_from_transport(exc)
             await self._before_retry(attempt, _clean(error), deadline)
             attempt += 1
+
+    async def list_models(self) -> list[ListedModel]:
+        """The provider's model list: one ``GET`` within the call's deadline, never retried (a connection test
+        reports what one try met). Every failure is a :class:`ProviderError` with the cause's own code
+        (refused, DNS, TLS, timeout, a 5xx, the key)."""
+        deadline = _Deadline(self.timeouts.total)
+        headers = {k: v for k, v in self._headers().items() if k != "content-type"}
+        logger.debug("provider %s: model list", self.kind)
+        try:
+            response = await self._client.get(
+                self.models_url, headers=headers, timeout=self.timeouts.to_httpx(deadline.remaining())
+            )
+            if response.status_code >= 400:
+                raise error_from_status(response.status_code, response.content[:MAX_ERROR_BODY], response.headers)
+            return parse_model_list(parse_json(response.content, "model list"))
+        except ProviderError as exc:
+            error = exc
+        except (httpx.RequestError, httpx.InvalidURL) as exc:
+            error = error_from_transport(exc)
+        raise _clean(error)  # outside the handler: nothing upstream is even its context
 
     def _result_of(self, payload: Any) -> ChatResult:
         """A 200 JSON body as a result; an ``error`` object in it (some proxies do that) as its error."""

@@ -235,6 +235,10 @@ class OpenAIClient(HTTPProviderClient):
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
+    @property
+    def models_url(self) -> str:
+        return f"{self.base_url}/models"
+
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {api_key}"}
 

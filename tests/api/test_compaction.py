@@ -132,7 +132,7 @@ async def test_compact_now_folds_old_history_into_a_stored_summary(service: Serv
         (Reply("   "), "COMPACTION_SUMMARY_EMPTY"),
         (Reply("A summary that was cut off", finish_reason="length"), "COMPACTION_SUMMARY_TRUNCATED"),
         (Reply("long " * 3000), "COMPACTION_SUMMARY_NOT_SMALLER"),
-        (Error(500), "PROVIDER_UNAVAILABLE"),
+        (Error(500), "PROVIDER_SERVER_ERROR"),
     ],
 )
 async def test_a_bad_summary_or_a_provider_error_changes_nothing(service: Service, reply: Any, code: str) -> None:

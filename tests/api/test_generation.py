@@ -93,7 +93,7 @@ async def test_streaming_sends_tokens_then_one_done_event(service: Service) -> N
 @pytest.mark.parametrize(
     ("error", "code", "status"),
     [
-        (Error(500), "PROVIDER_UNAVAILABLE", 502),
+        (Error(500), "PROVIDER_SERVER_ERROR", 502),
         (Error(401), "PROVIDER_AUTH", 502),
         (Error(429, retry_after=0), "PROVIDER_RATE_LIMITED", 502),
         (Error.context_length(), "PROVIDER_CONTEXT_LENGTH", 502),

@@ -109,7 +109,7 @@ async def test_a_failed_regenerate_keeps_the_reply_and_records_the_error_on_it(s
     assert response.status_code == 502 and "input_message_id" not in response.json()["error"]["params"]
     kept_question, kept = await _messages(service, ids["chat"])
     assert kept["content"] == "First answer." and kept["alternatives"] == 1
-    assert kept["meta"]["error"] == {"code": "PROVIDER_UNAVAILABLE", "action": "regenerate"}
+    assert kept["meta"]["error"] == {"code": "PROVIDER_SERVER_ERROR", "action": "regenerate"}
     assert "failed" not in kept_question["meta"] and kept_question["id"] == question["id"]
     service.fake.script(Reply("Recovered."))
     done = await _turn(service, ids["chat"], {"regenerate_of": answer["id"]})

@@ -246,7 +246,7 @@ def test_retry_after_a_failed_turn_without_a_duplicate_input_and_the_error_stays
     app.fake.script(Error(500), Error(500))  # the provider client tries a 5xx twice before giving up
     _send(page, "Are you there?")
     user = page.locator(".msg.role-user").last
-    expect(user.locator(".msg-error")).to_contain_text("PROVIDER_UNAVAILABLE", timeout=TURN)
+    expect(user.locator(".msg-error")).to_contain_text("PROVIDER_SERVER_ERROR", timeout=TURN)
     page.reload()  # the error is stored on its message
     user = page.locator(".msg.role-user").last
     expect(user.locator(".msg-error")).to_contain_text("This message was not answered.", timeout=TURN)
@@ -262,7 +262,7 @@ def test_retry_after_a_failed_turn_without_a_duplicate_input_and_the_error_stays
     expect(_reply(page).locator(".msg-error")).to_contain_text("Regenerating this reply failed", timeout=TURN)
     page.reload()
     expect(_reply(page)).to_contain_text("Yes, here.", timeout=TURN)
-    expect(_reply(page).locator(".msg-error")).to_contain_text("PROVIDER_UNAVAILABLE", timeout=TURN)
+    expect(_reply(page).locator(".msg-error")).to_contain_text("PROVIDER_SERVER_ERROR", timeout=TURN)
 
 
 def test_copy_puts_the_text_on_the_clipboard(page: Any, app: App) -> None:

@@ -28,7 +28,8 @@ Then::
         assert len(fake_provider.requests) == 1
 
 * ``base_url`` serves every kind: ``{base_url}/chat/completions`` (also ``/v1/chat/completions``) is OpenAI,
-  ``{base_url}/v1/messages`` is Anthropic; ``GET .../models`` lists ``fake-model``.
+  ``{base_url}/v1/messages`` is Anthropic; ``GET .../models`` lists ``fake-model`` (or ``model_list``), and
+  ``script_models(Error(503), Reply(hold=threading.Event()), ...)`` scripts its answers (``model_requests``).
 * Each request takes the next scripted item; with an empty script the answer is ``Reply()``: the text
   ``"Echo: <last user message>"``, finish ``stop``, usage estimated from the request (~4 chars a token).
   Streaming follows the request's ``stream`` flag (OpenAI usage chunk only with ``include_usage``).
@@ -38,7 +39,8 @@ Then::
   blocks; OpenAI: missing model/messages, tool message without ``tool_call_id``); see ``RecordedRequest.rejected``.
 * ``RecordedRequest.disconnected`` / ``.completed`` are ``threading.Event``s; poll with
   ``await fake_provider.await_for(lambda: request.disconnected.is_set())`` (``wait_for`` in sync tests).
-* :func:`closed_port_url` gives a loopback URL with nothing listening.
+* Faults before any answer: :func:`closed_port_url` (refused), :func:`unresolvable_url` (DNS: a ``.invalid``
+  host), :func:`tls_to_plain_url` (TLS: ``https://`` to the fake's plain-HTTP port).
 * ``count_as(chars_per_token=2.6, window=2000, model=None)`` makes the fake count prompts its own way
   (:class:`Counting`; ``count_text=`` for an exact encoding): a prompt plus ``max_tokens`` over the window
   gets the 400 ``context_length_exceeded`` a real provider sends, stating the real count ("your messages
@@ -49,7 +51,7 @@ Then::
 """
 
 from .script import SECRET, Error, FakeToolCall, Raw, RecordedRequest, Reply, ScriptItem
-from .server import FakeProvider, closed_port_url
+from .server import FakeProvider, closed_port_url, tls_to_plain_url, unresolvable_url
 from .tokens import Counting
 
 __all__ = [
@@ -63,4 +65,6 @@ __all__ = [
     "Reply",
     "ScriptItem",
     "closed_port_url",
+    "tls_to_plain_url",
+    "unresolvable_url",
 ]

@@ -23,6 +23,8 @@ from .script import SECRET, Error, Raw, RecordedRequest, Reply, ScriptItem
 from .tokens import Counting, rejection
 from .validate import anthropic_problem, openai_problem
 
+#: What ``GET .../models`` lists unless a test sets ``model_list``.
+DEFAULT_MODEL_LIST: tuple[dict[str, Any], ...] = ({"id": "fake-model", "object": "model"},)
 #: How often a held reply (``Reply.hold``) looks whether the test released it.
 HOLD_POLL_SECONDS = 0.02
 
@@ -48,6 +50,16 @@ def closed_port_url() -> str:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+def unresolvable_url() -> str:
+    """A URL whose host no resolver knows (RFC 6761 reserves ``.invalid``), for DNS-failure tests."""
+    return "http://provider.invalid"
+
+
+def tls_to_plain_url(fake: FakeProvider) -> str:
+    """``https://`` to the fake's plain-HTTP port: the TLS handshake fails (for TLS-failure tests)."""
+    return f"https://{fake.host}:{fake.port}"
 
 
 class _Connection:
@@ -129,6 +141,10 @@ class FakeProvider:
         #: never in ``requests``.
         self.tokenizer: str | None = None
         self._tokenize_requests: list[RecordedRequest] = []
+        #: What ``GET .../models`` lists (OpenAI's and Anthropic's shape: ``{"data": [...]}``).
+        self.model_list: list[dict[str, Any]] = list(DEFAULT_MODEL_LIST)
+        self._models_script: deque[ScriptItem] = deque()
+        self._model_requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._script: deque[ScriptItem] = deque()
         self._counting: dict[str | None, Counting] = {}
@@ -193,6 +209,13 @@ class FakeProvider:
             self._script.extend(items)
         return self
 
+    def script_models(self, *items: ScriptItem) -> FakeProvider:
+        """Queue answers to ``GET .../models``, one per request (``Error(503)``, ``Raw(...)``, a ``Reply`` only
+        for its ``delay`` or ``hold``: a hang); an empty queue lists :attr:`model_list`."""
+        with self._lock:
+            self._models_script.extend(items)
+        return self
+
     def count_as(self, counting: Counting | None = None, *, model: str | None = None, **options: Any) -> FakeProvider:
         """Count prompts with ``counting`` (or ``Counting(**options)``) for ``model`` (None: every model).
 
@@ -212,6 +235,9 @@ class FakeProvider:
             self._requests.clear()
             self._counting.clear()
             self._tokenize_requests.clear()
+            self._models_script.clear()
+            self._model_requests.clear()
+        self.model_list = list(DEFAULT_MODEL_LIST)
         self.expected_api_key = None
         self.strict = True
         self.tokenizer = None
@@ -230,6 +256,12 @@ class FakeProvider:
     def tokenize_requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._tokenize_requests)
+
+    @property
+    def model_requests(self) -> list[RecordedRequest]:
+        """The ``GET .../models`` requests (kept apart from the chat calls in :attr:`requests`)."""
+        with self._lock:
+            return list(self._model_requests)
 
     @property
     def last(self) -> RecordedRequest:
@@ -287,7 +319,7 @@ class FakeProvider:
     async def _answer(self, conn: _Connection) -> None:
         record = conn.record
         if record.method == "GET" and record.path.rstrip("/").endswith("/models"):
-            await conn.json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+            await self._list_models(conn)
             return
         if record.path in fake_tokenizer.TOKENIZER_PATHS:
             if self.tokenizer is None:
@@ -328,17 +360,40 @@ class FakeProvider:
             return
         item = self._next()
         record.answered_with = item
+        if not await self._failure(conn, item):
+            reply = item if isinstance(item, Reply) else Reply()
+            if await conn.pause(reply.delay) and await conn.held(reply.hold):
+                await self._reply(conn, reply)
+
+    async def _failure(self, conn: _Connection, item: ScriptItem | None) -> bool:
+        """Answer a scripted ``Error`` or ``Raw`` (after its delay); False for a reply or none, left to the caller."""
         if isinstance(item, Error):
             if await conn.pause(item.delay):
                 await self._error(conn, item)
-        elif isinstance(item, Raw):
+            return True
+        if isinstance(item, Raw):
             if await conn.pause(item.delay):
                 await conn.start(item.status, [(b"content-type", item.content_type.encode())])
                 await conn.body(item.body.encode() if isinstance(item.body, str) else item.body)
-        else:
-            reply = item or Reply()
-            if await conn.pause(reply.delay) and await conn.held(reply.hold):
-                await self._reply(conn, reply)
+            return True
+        return False
+
+    async def _list_models(self, conn: _Connection) -> None:
+        with self._lock:
+            self._model_requests.append(conn.record)
+            item = self._models_script.popleft() if self._models_script else None
+            listed = list(self.model_list)
+        conn.record.answered_with = item
+        key = self.expected_api_key
+        if key is not None and key not in (
+            conn.record.headers.get("x-api-key"),
+            conn.record.headers.get("authorization", "").removeprefix("Bearer "),
+        ):
+            await self._error(conn, Error(401))
+        elif await self._failure(conn, item):
+            return
+        elif not isinstance(item, Reply) or (await conn.pause(item.delay) and await conn.held(item.hold)):
+            await conn.json(200, {"object": "list", "data": listed, "has_more": False})
 
     def _authorized(self, record: RecordedRequest) -> bool:
         if record.protocol.startswith("anthropic"):
@@ -399,4 +454,4 @@ class FakeProvider:
         await conn.body(b"")
 
 
-__all__ = ["SECRET", "FakeProvider", "closed_port_url"]
+__all__ = ["SECRET", "FakeProvider", "closed_port_url", "tls_to_plain_url", "unresolvable_url"]

@@ -15,9 +15,13 @@ from contextshift.providers import (
     GENERATION_FAILED,
     PROVIDER_AUTH,
     PROVIDER_BAD_REQUEST,
+    PROVIDER_CONNECTION_REFUSED,
     PROVIDER_CONTEXT_LENGTH,
+    PROVIDER_DNS_FAILED,
     PROVIDER_RATE_LIMITED,
+    PROVIDER_SERVER_ERROR,
     PROVIDER_TIMEOUT,
+    PROVIDER_TLS_FAILED,
     PROVIDER_UNAVAILABLE,
     ChatRequest,
     ProviderError,
@@ -27,7 +31,7 @@ from contextshift.providers import (
 )
 from contextshift.providers.base import ProviderClient
 from contextshift.providers.errors import error_from_transport, parse_retry_after
-from tests.fakes import SECRET, Error, Raw, Reply, closed_port_url
+from tests.fakes import SECRET, Error, Raw, Reply, closed_port_url, tls_to_plain_url, unresolvable_url
 from tests.fakes.server import FakeProvider
 
 from .conftest import API_KEY, ClientFactory
@@ -84,9 +88,9 @@ STATUS_CASES = [
     (Error(401), PROVIDER_AUTH, False),
     (Error(403), PROVIDER_AUTH, False),
     (Error(429), PROVIDER_RATE_LIMITED, True),
-    (Error(500), PROVIDER_UNAVAILABLE, True),
-    (Error(503), PROVIDER_UNAVAILABLE, True),
-    (Error(529), PROVIDER_UNAVAILABLE, True),
+    (Error(500), PROVIDER_SERVER_ERROR, True),
+    (Error(503), PROVIDER_SERVER_ERROR, True),
+    (Error(529), PROVIDER_SERVER_ERROR, True),
     (Error(400), PROVIDER_BAD_REQUEST, False),
     (Error(404), PROVIDER_BAD_REQUEST, False),
     (Error(422), PROVIDER_BAD_REQUEST, False),
@@ -136,7 +140,7 @@ async def test_retryable_failures_are_retried_then_succeed(
 async def test_retries_are_bounded(kind: str, client_for: ClientFactory, fake_provider: FakeProvider) -> None:
     fake_provider.script(Error(500), Error(500), Error(500), Reply("never"))
     error = await failure(client_for(kind, retries=2), kind, False)
-    assert error.code == PROVIDER_UNAVAILABLE
+    assert error.code == PROVIDER_SERVER_ERROR
     assert len(fake_provider.requests) == 3
     assert fake_provider.pending == 1
 
@@ -227,15 +231,30 @@ async def test_a_stalled_stream_times_out_after_text_without_retry(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-async def test_connection_refused_is_unavailable(
+async def test_connection_refused_has_its_own_code_and_is_retried(
     kind: str, client_for: ClientFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     error = await failure(client_for(kind, retries=1, base_url=closed_port_url()), kind, False)
-    assert error.code == PROVIDER_UNAVAILABLE
+    assert error.code == PROVIDER_CONNECTION_REFUSED
     assert error.retryable
     assert error.status is None
     assert_clean(error, caplog)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_unknown_host_and_a_failed_tls_handshake_have_codes_of_their_own(
+    kind: str, client_for: ClientFactory, fake_provider: FakeProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    for url, code, retryable in (
+        (unresolvable_url(), PROVIDER_DNS_FAILED, True),
+        (tls_to_plain_url(fake_provider), PROVIDER_TLS_FAILED, False),  # https:// to a plain-HTTP port
+    ):
+        error = await failure(client_for(kind, retries=0, base_url=url), kind, False)
+        assert (error.code, error.retryable, error.status) == (code, retryable, None)
+        assert_clean(error, caplog)
+    assert fake_provider.requests == []
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -327,7 +346,7 @@ def test_transport_errors_map_to_codes() -> None:
         (httpx.ConnectTimeout("t", request=request), PROVIDER_TIMEOUT),
         (httpx.ReadTimeout("t", request=request), PROVIDER_TIMEOUT),
         (httpx.PoolTimeout("t", request=request), PROVIDER_TIMEOUT),
-        (httpx.ConnectError("refused", request=request), PROVIDER_UNAVAILABLE),
+        (httpx.ConnectError("no cause we can tell", request=request), PROVIDER_UNAVAILABLE),
         (httpx.RemoteProtocolError("eof", request=request), PROVIDER_UNAVAILABLE),
         (httpx.UnsupportedProtocol("ftp", request=request), PROVIDER_BAD_REQUEST),
     ]

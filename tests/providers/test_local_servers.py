@@ -15,7 +15,7 @@ from contextshift.providers import (
     GENERATION_FAILED,
     PROVIDER_BAD_REQUEST,
     PROVIDER_CONTEXT_LENGTH,
-    PROVIDER_UNAVAILABLE,
+    PROVIDER_SERVER_ERROR,
     ChatRequest,
     Finished,
     ProviderClient,
@@ -87,12 +87,12 @@ async def test_a_5xx_with_an_invalid_request_error_type_is_a_bad_request(
     assert error.code == PROVIDER_BAD_REQUEST and len(fake_provider.requests) == 1
 
 
-async def test_a_plain_5xx_is_still_unavailable_and_retried(
+async def test_a_plain_5xx_is_a_server_error_and_retried(
     client_for: ClientFactory, fake_provider: FakeProvider
 ) -> None:
     fake_provider.script(Error(500), Error(500), Error(500))
     error = await failure(client_for("openai", retries=2), request())
-    assert error.code == PROVIDER_UNAVAILABLE and len(fake_provider.requests) == 3
+    assert error.code == PROVIDER_SERVER_ERROR and len(fake_provider.requests) == 3
 
 
 @pytest.mark.parametrize(

@@ -3,21 +3,33 @@ API keys are write-only: stored, used, never returned (N2)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Depends, Request, Response, status
 
+from ...service import provider_check
 from ...service.errors import not_found
 from ...service.provider_hosts import check_provider_url
+from ...storage import Database, Repositories
 from .. import schemas as s
 from .. import views
 from ..auth import Admin
 from ..created import locate, located
-from ..deps import Repos
-from ..envelopes import Deleted, ModelEnvelope, ModelList, ProviderEnvelope, ProviderList
+from ..deps import GenerationService, Repos, database
+from ..envelopes import (
+    Deleted,
+    ModelEnvelope,
+    ModelList,
+    ProviderEnvelope,
+    ProviderList,
+    ProviderModelList,
+    ProviderTestEnvelope,
+)
 from ..errors import error_responses
 
 router = APIRouter(tags=["providers and models"], responses=error_responses(400, 422, 500))
+DB = Annotated[Database, Depends(database)]
 #: What admin-only routes also answer.
 ADMIN_ONLY = error_responses(403)
 
@@ -46,6 +58,64 @@ async def create_provider(
 @router.get("/providers", response_model=ProviderList)
 async def list_providers(repos: Repos) -> dict[str, Any]:
     return {"providers": [views.provider(r) for r in await repos.providers.list_all()]}
+
+
+async def saved_endpoint(db: Database, provider_id: str) -> provider_check.Endpoint:
+    """A saved provider's address and key, read in a short session of its own: the provider is called after it,
+    holding no transaction (on SQLite, no write lock) while it answers."""
+    async with db.session(write=False) as session:
+        row = await Repositories(session).providers.get(provider_id)
+    if row is None:
+        raise not_found("provider", provider_id)
+    return provider_check.Endpoint(row.kind, row.base_url, row.api_key, row.timeout_seconds)
+
+
+def tested(result: provider_check.CheckResult) -> dict[str, Any]:
+    return {"test": s.ProviderTestOut(**asdict(result))}
+
+
+@router.post(
+    "/provider-tests",
+    response_model=ProviderTestEnvelope,
+    responses=error_responses(403, 404),
+    description="Test a provider form's values before saving them: one GET of the provider's model list. A "
+    "failure is the answer's `code` (the cause: refused, DNS, TLS, timeout, a 5xx, the key), not an error.",
+)
+async def test_provider_values(
+    body: s.ProviderTestIn, _admin: Admin, db: DB, generations: GenerationService
+) -> dict[str, Any]:
+    key = body.api_key or None
+    if body.provider_id is not None:
+        saved = await saved_endpoint(db, body.provider_id)
+        if body.api_key is None and (saved.kind, saved.base_url) == (body.kind, body.base_url):
+            key = saved.api_key  # N2: only to the address it was saved for
+    endpoint = provider_check.Endpoint(body.kind, body.base_url, key, body.timeout_seconds)
+    return tested(await provider_check.check(endpoint, generations.client_factory, generations.client_options))
+
+
+@router.post(
+    "/providers/{provider_id}/test",
+    response_model=ProviderTestEnvelope,
+    responses=error_responses(403, 404),
+    description="Test a saved provider: one GET of its model list, with its key. A failure is the answer's "
+    "`code` (the cause: refused, DNS, TLS, timeout, a 5xx, the key), not an error.",
+)
+async def test_provider(provider_id: str, _admin: Admin, db: DB, generations: GenerationService) -> dict[str, Any]:
+    endpoint = await saved_endpoint(db, provider_id)
+    return tested(await provider_check.check(endpoint, generations.client_factory, generations.client_options))
+
+
+@router.get(
+    "/providers/{provider_id}/models",
+    response_model=ProviderModelList,
+    responses=error_responses(403, 404, 502, 504),
+    description="The provider's own model list, each with its context window and longest reply when the "
+    "provider states them or the model is a well-known one (to fill in the model form).",
+)
+async def provider_models(provider_id: str, _admin: Admin, db: DB, generations: GenerationService) -> dict[str, Any]:
+    endpoint = await saved_endpoint(db, provider_id)
+    listed = await provider_check.list_models(endpoint, generations.client_factory, generations.client_options)
+    return {"models": [s.ProviderModelOut(**asdict(m)) for m in listed]}
 
 
 @router.get("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(404))

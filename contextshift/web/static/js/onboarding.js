@@ -2,6 +2,7 @@
 
 import { post } from "./api.js";
 import { field, h, replace, select, toast } from "./dom.js";
+import { modelPicker } from "./provider_check.js";
 import { providerFields } from "./providers.js";
 
 function stepList(current) {
@@ -94,6 +95,7 @@ export async function onboardingView(main, _params, { store, go, auto }) {
       const name = h("input", { type: "text", name: "model_name", required: true, placeholder: "gpt-4o" });
       const windowInput = h("input", { type: "number", name: "context_window", min: 1, step: 1, placeholder: "e.g. 128000" });
       const maxOut = h("input", { type: "number", name: "max_output_tokens", min: 1, step: 1, placeholder: "optional" });
+      const picker = modelPicker(() => provider.value, { name, windowInput, maxOut });
       form = h(
         "form.setup-form",
         {
@@ -114,6 +116,7 @@ export async function onboardingView(main, _params, { store, go, auto }) {
         },
         h("h2", "2. Which model?"),
         store.providers.length > 1 ? field("Provider", provider).row : null,
+        picker.row,
         field("Model name", name, "As the provider calls it, e.g. gpt-4o, claude-sonnet-4-5, llama3.1:8b.").row,
         field("Context window (tokens)", windowInput, "The model's window: the budget of every prompt, and what automatic compaction works against.").row,
         field("Max output tokens", maxOut).row,

@@ -2,6 +2,7 @@
 
 import { del, patch, post } from "./api.js";
 import { badge, checkbox, field, h, num, replace, select, toast } from "./dom.js";
+import { connectionTest, modelPicker } from "./provider_check.js";
 
 export const KINDS = [
   ["openai", "OpenAI-compatible (OpenAI, vLLM, llama.cpp, Ollama, LM Studio, OpenRouter)"],
@@ -37,6 +38,17 @@ export function providerFields(provider) {
     "span",
     provider?.has_api_key ? [badge("key set", "ok"), " The key is never shown again. Leave empty to keep it."] : "Stored on the server and never shown again. Local servers may need none.",
   );
+  // Tests what the form says now, before it is saved: the saved key is used only while kind and URL are unchanged.
+  const test = connectionTest(
+    () => {
+      const body = { kind: provider ? provider.kind : kind.value, base_url: baseUrl.value.trim() };
+      if (provider) body.provider_id = provider.id;
+      if (removeKey?.input.checked) body.api_key = "";
+      else if (key.value) body.api_key = key.value;
+      return ["/provider-tests", body];
+    },
+    { valid: () => baseUrl.reportValidity() },
+  );
   const elements = [
     field("Name", name).row,
     field("Kind", kind, provider ? "The kind cannot be changed." : null).row,
@@ -44,6 +56,7 @@ export function providerFields(provider) {
     field("API key", key, keyHelp).row,
     removeKey?.row,
     enabled.row,
+    test.row,
   ];
   const values = () => {
     const out = { name: name.value.trim(), base_url: baseUrl.value.trim(), enabled: enabled.input.checked };
@@ -64,8 +77,11 @@ export function modelFields(model, { providers = [], providerId } = {}) {
   const tokenizer = h("input", { type: "text", name: "tokenizer", maxlength: 500, value: model?.tokenizer || "", placeholder: "from the model name" });
   const enabled = checkbox("Enabled", { checked: model ? model.enabled : true });
   const provider = providers.length > 1 && !model ? select(providers.map((p) => [p.id, p.name]), providerId, { name: "provider_id" }) : null;
+  const listedFrom = model ? model.provider_id : provider ? null : providerId;
+  const picker = listedFrom ? modelPicker(listedFrom, { name, windowInput, maxOut }) : null;
   const elements = [
     provider ? field("Provider", provider).row : null,
+    picker?.row,
     field("Model name", name, "As the provider calls it.").row,
     field("Type", type).row,
     field("Context window (tokens)", windowInput, "Needed for automatic compaction and the status panel.").row,
@@ -191,6 +207,8 @@ export async function providersView(main, _params, { store }) {
         h("div.actions", h("button.primary.small", { type: "submit" }, "Save provider"), h("button.small", { type: "button", onclick: () => ((state.editing = null), render()) }, "Cancel")),
       );
     } else {
+      const test = connectionTest(() => [`/providers/${provider.id}/test`, {}]);
+      test.button.setAttribute("aria-label", `Test connection of ${provider.name}`);
       body = h(
         "div.provider-main",
         h("p.muted.small", h("code", provider.kind), " · ", provider.base_url),
@@ -202,9 +220,11 @@ export async function providersView(main, _params, { store }) {
           " ",
           provider.enforces_output_limit ? null : badge("no output limit", "warn", { title: "Its models cannot be used for compaction" }),
         ),
+        test.result,
         h(
           "div.actions",
           h("button.small", { type: "button", "aria-label": `Edit provider ${provider.name}`, onclick: () => ((state.editing = `provider:${provider.id}`), render()) }, "Edit"),
+          test.button,
           h(
             "button.small",
             { type: "button", "aria-label": `${provider.enabled ? "Disable" : "Enable"} provider ${provider.name}`, onclick: () => run(() => patch(`/providers/${provider.id}`, { enabled: !provider.enabled }), provider.enabled ? "Provider disabled." : "Provider enabled.") },

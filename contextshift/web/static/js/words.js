@@ -5,8 +5,14 @@ export const ERROR_WORDS = {
     "The prompt did not fit: the protected parts alone (system prompt, persona, pinned messages and your input) need more tokens than the context window leaves after the reply reserve. Nothing was sent to the model.",
   PROVIDER_AUTH: "The provider refused the API key. Check the key in Providers and models.",
   PROVIDER_RATE_LIMITED: "The provider is rate-limiting requests. Wait a moment and try again.",
-  PROVIDER_TIMEOUT: "The provider took too long to answer.",
-  PROVIDER_UNAVAILABLE: "The provider could not be reached or is having trouble right now.",
+  PROVIDER_TIMEOUT: "The provider took too long to answer: it is busy, or its address is not reachable from the server.",
+  PROVIDER_UNAVAILABLE: "The connection to the provider broke off, or it said it is overloaded. Try again in a moment.",
+  PROVIDER_CONNECTION_REFUSED:
+    "Connection refused: nothing is listening at the provider's address and port. Is the server running, and is the port in the base URL right?",
+  PROVIDER_DNS_FAILED: "The provider's host name could not be found (DNS). Check the host in the base URL.",
+  PROVIDER_TLS_FAILED:
+    "The secure connection (TLS) to the provider failed: its certificate is not trusted, or the address speaks plain HTTP. Check https:// against http:// in the base URL.",
+  PROVIDER_SERVER_ERROR: "The provider answered with a server error (HTTP 5xx): the fault is on its side. Try again later.",
   PROVIDER_CONTEXT_LENGTH:
     "The provider said the prompt is too long for the model. Its real context window may be smaller than the one configured.",
   PROVIDER_BAD_REQUEST: "The provider rejected the request as invalid.",
