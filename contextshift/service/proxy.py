@@ -21,7 +21,11 @@ Fitting rules:
   message keys such as ``pinned`` or ``meta`` are not honoured nor forwarded); otherwise they are translated.
 
 Speed: the audit (every message's entry, a few hundred KB at 1,000 messages) is built and written in a task
-that runs while the provider works; the call's end (status, usage, calibration) is one transaction.
+that runs while the provider works, and is in the database before the reply goes back. The call's end
+(status, usage, calibration) is one transaction written after the reply has gone back (:meth:`ProxyService.
+complete` does not wait for it): a tracked task that whatever reads its result waits for first (the audit's
+GET, the model's calibration, the next call to the same model; see :meth:`ProxyService.settled`), and that
+the service waits for before it stops (:meth:`ProxyService.settle`).
 
 Recovery (T5): when the provider still rejects the prompt as too long, the real count it states teaches the
 model's calibration, and the request is fitted again at that ratio and sent once more (streaming: only while
@@ -317,6 +321,41 @@ class ProxyService:
         #: Shared with the generations (the app puts its HTTP connection pool here).
         self.client_options = client_options if client_options is not None else {}
         self.audit_ttl = audit_ttl if audit_ttl is not None else audit_ttl_from_env()
+        #: The calls whose end is still being written, by audit id: (the model's id, the writing task).
+        self._finishing: dict[str, tuple[str, asyncio.Task[None]]] = {}
+
+    # -- calls still being finished --------------------------------------------------------------------------
+
+    def _finish_later(self, prepared: Prepared, status: str, *, reply: ChatResult | None = None) -> None:
+        """End the call's audit (and fold its usage into the calibration) in a task of its own, tracked
+        until written: the reply need not wait for it."""
+        audit_id = prepared.audit_id
+        task = asyncio.get_running_loop().create_task(self._finish(prepared, status, reply=reply))
+        self._finishing[audit_id] = (prepared.model.id, task)
+        task.add_done_callback(lambda _task: self._finishing.pop(audit_id, None))
+
+    def finishing(self, *, audit_id: str | None = None, model_id: str | None = None) -> bool:
+        """Whether a call's end is still being written (that call's, the model's calls', or any)."""
+        return bool(self._pending(audit_id=audit_id, model_id=model_id))
+
+    def _pending(self, *, audit_id: str | None = None, model_id: str | None = None) -> list[asyncio.Task[None]]:
+        if audit_id is not None:
+            found = self._finishing.get(audit_id)
+            return [found[1]] if found is not None else []
+        return [task for model, task in self._finishing.values() if model_id is None or model == model_id]
+
+    async def settled(self, *, audit_id: str | None = None, model_id: str | None = None) -> None:
+        """Wait until the ends still being written are in the database: the call ``audit_id``'s, the calls
+        to ``model_id``, or (neither given) every call's. Never raises (:meth:`_finish` logs its failures)."""
+        tasks = self._pending(audit_id=audit_id, model_id=model_id)
+        if tasks:
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def settle(self) -> None:
+        """Wait for every call's end still being written (the service does before it stops)."""
+        while self._finishing:
+            await self.settled()
 
     # -- models -------------------------------------------------------------------------------------------
 
@@ -376,10 +415,16 @@ class ProxyService:
 
     async def prepare(self, call: ProxyCall) -> Prepared:
         """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` among them)."""
+        counting: Counting | None = None
         async with self.db.session(write=False) as session:  # reads only: no turn at the write lock
             repos = Repositories(session)
             model, provider = await self._resolve(repos, call.model)
-            counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
+            if not self.finishing(model_id=model.id):
+                counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
+        if counting is None:  # a call to this model is still folding its usage in: count as it will have
+            await self.settled(model_id=model.id)
+            async with self.db.session(write=False) as session:
+                counting = await counting_for(Repositories(session), model, profile_for(model))
         strategy = call.strategy or model.context_strategy or DEFAULT_STRATEGY
         if strategy not in default_registry:
             raise invalid_request(
@@ -603,7 +648,10 @@ class ProxyService:
 
     async def complete(self, prepared: Prepared) -> ChatResult:
         """Send the fitted request and wait for the whole reply (refitted and sent once more after a
-        context-length rejection); raises :class:`UpstreamFailed` or :class:`ContextTooLong`."""
+        context-length rejection); raises :class:`UpstreamFailed` or :class:`ContextTooLong`.
+
+        The reply is returned once the audit is in the database, while the call's end (status, usage,
+        calibration) is still being written: :meth:`settled` waits for it."""
         while True:
             client = self._client(prepared.provider)
             try:
@@ -619,7 +667,8 @@ class ProxyService:
             finally:
                 with anyio.CancelScope(shield=True):
                     await client.aclose()
-        await self._finish(prepared, "completed", reply=reply)
+        await self._recorded(prepared)  # the audit the reply names is written before the reply goes back
+        self._finish_later(prepared, "completed", reply=reply)
         return reply
 
     async def stream(self, prepared: Prepared) -> AsyncGenerator[StreamEvent, None]:
