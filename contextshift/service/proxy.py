@@ -211,6 +211,8 @@ class Prepared:
     counting: Counting
     #: What the fit was made from: the caller's dicts (lean path) or core messages (the pipeline).
     source: list[dict[str, Any]] | list[Message]
+    #: The lean path: the caller's dicts as core messages when they were at hand (``ProxyService.messages``).
+    built: list[Message] | None = None
     estimated: int = 0
     #: The context-length retry and its numbers, when there was one (the audit's ``attempts``).
     attempts: list[dict[str, Any]] = field(default_factory=list)
@@ -321,6 +323,8 @@ class ProxyService:
         #: Shared with the generations (the app puts its HTTP connection pool here).
         self.client_options = client_options if client_options is not None else {}
         self.audit_ttl = audit_ttl if audit_ttl is not None else audit_ttl_from_env()
+        #: The messages of earlier calls, read again by the next call that resends them (the lean path).
+        self.messages = fit.MessageCache()
         #: The calls whose end is still being written, by audit id: (the model's id, the writing task).
         self._finishing: dict[str, tuple[str, asyncio.Task[None]]] = {}
 
@@ -435,8 +439,11 @@ class ProxyService:
             raise invalid_request("Only n=1 is supported.", "n")
         lean = call.dialect == fit.OPENAI and provider.kind != "anthropic"
         source: list[dict[str, Any]] | list[Message]
+        built: list[Message] | None = None
         if lean:
             source = fit.caller_dicts(call.messages)
+            if call.messages_json is not None:
+                built = self.messages.messages(source, call.messages_json)
         elif call.dialect == fit.ANTHROPIC:
             source = fit.anthropic_messages(call.messages, call.system)
         else:
@@ -462,6 +469,7 @@ class ProxyService:
             excluded=0,
             counting=counting,
             source=source,
+            built=built,
         )
         try:
             self._fit(prepared, shape)
@@ -477,7 +485,7 @@ class ProxyService:
         call, provider = prepared.call, prepared.provider
         if call.dialect == fit.OPENAI and provider.kind != "anthropic":
             items: list[dict[str, Any]] = prepared.source  # type: ignore[assignment]
-            fitted = fit.fit_lean(items, call.messages, call.messages_json, shape)
+            fitted = fit.fit_lean(items, call.messages, call.messages_json, shape, prepared.built)
         else:
             messages: list[Message] = prepared.source  # type: ignore[assignment]
             fitted = fit.fit_through_pipeline(messages, shape, serializer_for(provider.kind), prepared.model.name)
