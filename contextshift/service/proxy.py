@@ -377,11 +377,10 @@ class ProxyService:
     async def _resolve(self, repos: Repositories, name: str) -> tuple[ModelRow, ProviderRow]:
         if not isinstance(name, str) or not name:
             raise invalid_request("model must be a non-empty string.", "model")
-        candidates = [m for m in await repos.models.list_all() if m.type == "chat" and m.enabled]
-        chosen = next((m for m in candidates if m.id == name), None) or next(
-            (m for m in candidates if m.name == name), None
+        candidates = await repos.models.named(name)  # enabled chat models: by id first, else by name
+        chosen, provider = next((c for c in candidates if c[0].id == name), None) or next(
+            (c for c in candidates if c[0].name == name), (None, None)
         )
-        provider = await repos.providers.get(chosen.provider_id) if chosen is not None else None
         if chosen is None or provider is None or not provider.enabled:
             raise model_not_found(name)
         check_provider_url(provider.base_url)
