@@ -87,9 +87,7 @@ async def test_the_reply_returns_before_its_end_is_written_and_the_end_is_there_
     assert await calls_folded_in(setup.db, setup.model_id) == 1
 
 
-async def test_every_pending_end_is_written_before_the_service_stops(
-    setup: Setup, fake_provider: FakeProvider
-) -> None:
+async def test_every_pending_end_is_written_before_the_service_stops(setup: Setup, fake_provider: FakeProvider) -> None:
     service = ProxyService(setup.db, client_options=dict(CLIENT_OPTIONS))
     audit_ids = []
     for n in range(3):
