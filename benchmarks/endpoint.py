@@ -15,8 +15,8 @@ tool calls, ending with a user question) and sends the same Chat Completions bod
 
 * *direct*: ``POST {fake}/chat/completions``, what the app would do without contextshift;
 * *endpoint*: ``POST {service}/v1/chat/completions`` with a contextshift token: authentication, fitting
-  (the 10k conversation is over the window, so it is shifted; the smaller ones fit whole), the audit, the
-  calibration, and the same call to the fake.
+  (the 10k conversation is over the window, so it is shifted; the smaller ones fit whole), the audit, and
+  the same call to the fake (the call's end, its usage and the calibration are written after the reply).
 
 Calls alternate (direct, endpoint, direct, ...) so that load from other processes falls on both alike;
 the first two of each kind are warm-up. The table gives medians and the difference of the medians (the
@@ -161,8 +161,9 @@ def markdown(rows: list[dict[str, Any]], command: str, load: str) -> str:
         f"Model `{MODEL}` (o200k, exact), window {WINDOW:,} tokens, `max_tokens` 1000, non-streaming; the fake "
         "provider, the service (`contextshift serve`, SQLite) and this benchmark in three processes on loopback; "
         "medians of the calls per size, taken alternately. *Added* is the endpoint's median minus the direct "
-        "median: authentication, reading the body, fitting, the audit, the calibration and the second HTTP hop. "
-        "*Service CPU* is the CPU time the service process used per endpoint call. *First call* is the first "
+        "median: authentication, reading the body, fitting, writing the audit and the second HTTP hop (the "
+        "call's end and the calibration are written after the reply). *Service CPU* is the CPU time the "
+        "service process used per endpoint call, those writes included. *First call* is the first "
         "endpoint call of each size (its texts not yet in the token-count cache; the timed calls resend the same "
         "history, as an agent does).",
         "",

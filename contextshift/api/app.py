@@ -127,6 +127,7 @@ def create_app(
             yield
         finally:
             await app.state.generations.settle()  # after-turn checks may still queue a pass
+            await proxy.settle()  # the endpoint's calls whose end is still being written
             await runner.stop()
             if shared is not None:
                 for holder in (app.state.generations.client_options, compactor.client_options, proxy.client_options):

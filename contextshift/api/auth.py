@@ -24,6 +24,7 @@ from ..service.accounts import SESSION_LIFETIME
 from ..service.errors import Refusal, ServiceError
 from ..storage import Database, Repositories
 from ..storage.database import DatabaseBusy
+from ..storage.repositories.users import stale
 from ..storage.types import utcnow
 from .errors import error_response, http_headers, http_status
 
@@ -76,11 +77,14 @@ def auth_invalid() -> AuthError:
 async def principal_for(db: Database, secret: str, kind: str = "api") -> Principal | None:
     """The principal a secret stands for, or None when it is not a valid token of that ``kind`` (``api`` for
     bearer tokens, ``session`` for the browser's cookie) of an enabled user."""
-    async with db.session() as session:
-        found = await Repositories(session).tokens.find(secret)
+    async with db.session(write=False) as session:  # a read: no turn at the write lock (N5)
+        found = await Repositories(session).tokens.find(secret, touch=False)
     if found is None:
         return None
     token, user = found
+    if stale(token):  # at most once a minute per token
+        async with db.session() as session:
+            await Repositories(session).tokens.touch(token.id)
     if user.disabled or token.kind != kind:
         return None
     if kind == "session" and utcnow() - token.created_at > SESSION_LIFETIME:

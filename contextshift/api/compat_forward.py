@@ -4,6 +4,8 @@
 written (a :class:`Dialect`); the order of things is the same: forward, and answer with the reply or the
 error, the visibility headers on every answer. A stream starts only once the provider's first event is in,
 so a provider's refusal (or a context-length rejection recovered by a refit) still gets its own status.
+A reply goes back before its call's end is written (see :meth:`ProxyService.complete`); the response's
+background task waits for that write, so a server that drains its requests before stopping loses none.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, Protocol
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.background import BackgroundTask
 
 from ..providers import Finished, ProviderError, TextDelta
 from ..providers.base import ChatResult, StreamEvent
@@ -72,7 +75,11 @@ async def forward(service: ProxyService, prepared: Prepared, dialect: Dialect) -
             return dialect.provider_response(failed.error, visibility(prepared.audit_id, prepared.excluded))
         except ContextTooLong as error:  # still too long after a rejection and a refit
             return dialect.service_error(error, visibility(error.audit_id, 0))
-        return JSONResponse(dialect.answer(reply, prepared), headers=visibility(prepared.audit_id, prepared.excluded))
+        return JSONResponse(
+            dialect.answer(reply, prepared),
+            headers=visibility(prepared.audit_id, prepared.excluded),
+            background=BackgroundTask(service.settled, audit_id=prepared.audit_id),
+        )
     events = service.stream(prepared)
     first: StreamEvent | None
     try:

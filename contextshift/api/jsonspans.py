@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+#: JSON's whitespace; a tuple, so that the empty string past the end is not in it.
+_BLANKS = (" ", "\t", "\n", "\r")
 #: The json module's own (C) scanners: a value at an index, and a string's body after its quote.
 _scan: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
@@ -30,6 +32,10 @@ class Parsed:
 
 
 def _skip(text: str, index: int) -> int:
+    if text[index : index + 1] not in _BLANKS:  # most often: no whitespace at all, or one space
+        return index
+    if text[index + 1 : index + 2] not in _BLANKS:
+        return index + 1
     match = _WHITESPACE.match(text, index)
     return match.end() if match is not None else index
 

@@ -560,6 +560,22 @@ def text_parts(content: str | Sequence[Mapping[str, Any]] | None) -> Iterable[st
                 yield from text_parts([p for p in inner if isinstance(p, Mapping)])
 
 
+def read_message(item: Mapping[str, Any], index: int) -> Message:
+    """The message :func:`normalize_messages` makes of the dict ``item`` at ``index`` (the same object fields,
+    an id-less one ``msg-<index>``), built now.
+
+    Raises:
+        TypeError: a field has the wrong type.
+        ValueError: an unknown role or source, or a tool call without an id.
+    """
+    message = _plain(item, index) if type(item) is dict else None
+    if message is None:
+        message = Message.from_dict(item)
+        if not message.id:
+            message = replace(message, id=f"msg-{index}")
+    return message
+
+
 def as_message(item: MessageLike) -> Message:
     """A ``Message`` from a message or a message dict.
 

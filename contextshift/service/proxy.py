@@ -21,7 +21,11 @@ Fitting rules:
   message keys such as ``pinned`` or ``meta`` are not honoured nor forwarded); otherwise they are translated.
 
 Speed: the audit (every message's entry, a few hundred KB at 1,000 messages) is built and written in a task
-that runs while the provider works; the call's end (status, usage, calibration) is one transaction.
+that runs while the provider works, and is in the database before the reply goes back. The call's end
+(status, usage, calibration) is one transaction written after the reply has gone back (:meth:`ProxyService.
+complete` does not wait for it): a tracked task that whatever reads its result waits for first (the audit's
+GET, the model's calibration, the next call to the same model; see :meth:`ProxyService.settled`), and that
+the service waits for before it stops (:meth:`ProxyService.settle`).
 
 Recovery (T5): when the provider still rejects the prompt as too long, the real count it states teaches the
 model's calibration, and the request is fitted again at that ratio and sent once more (streaming: only while
@@ -209,6 +213,8 @@ class Prepared:
     counting: Counting
     #: What the fit was made from: the caller's dicts (lean path) or core messages (the pipeline).
     source: list[dict[str, Any]] | list[Message]
+    #: The lean path: the caller's dicts as core messages when they were at hand (``ProxyService.messages``).
+    built: list[Message] | None = None
     estimated: int = 0
     #: The context-length retry and its numbers, when there was one (the audit's ``attempts``).
     attempts: list[dict[str, Any]] = field(default_factory=list)
@@ -319,6 +325,43 @@ class ProxyService:
         #: Shared with the generations (the app puts its HTTP connection pool here).
         self.client_options = client_options if client_options is not None else {}
         self.audit_ttl = audit_ttl if audit_ttl is not None else audit_ttl_from_env()
+        #: The messages of earlier calls, read again by the next call that resends them (the lean path).
+        self.messages = fit.MessageCache()
+        #: The calls whose end is still being written, by audit id: (the model's id, the writing task).
+        self._finishing: dict[str, tuple[str, asyncio.Task[None]]] = {}
+
+    # -- calls still being finished --------------------------------------------------------------------------
+
+    def _finish_later(self, prepared: Prepared, status: str, *, reply: ChatResult | None = None) -> None:
+        """End the call's audit (and fold its usage into the calibration) in a task of its own, tracked
+        until written: the reply need not wait for it."""
+        audit_id = prepared.audit_id
+        task = asyncio.get_running_loop().create_task(self._finish(prepared, status, reply=reply))
+        self._finishing[audit_id] = (prepared.model.id, task)
+        task.add_done_callback(lambda _task: self._finishing.pop(audit_id, None))
+
+    def finishing(self, *, audit_id: str | None = None, model_id: str | None = None) -> bool:
+        """Whether a call's end is still being written (that call's, the model's calls', or any)."""
+        return bool(self._pending(audit_id=audit_id, model_id=model_id))
+
+    def _pending(self, *, audit_id: str | None = None, model_id: str | None = None) -> list[asyncio.Task[None]]:
+        if audit_id is not None:
+            found = self._finishing.get(audit_id)
+            return [found[1]] if found is not None else []
+        return [task for model, task in self._finishing.values() if model_id is None or model == model_id]
+
+    async def settled(self, *, audit_id: str | None = None, model_id: str | None = None) -> None:
+        """Wait until the ends still being written are in the database: the call ``audit_id``'s, the calls
+        to ``model_id``, or (neither given) every call's. Never raises (:meth:`_finish` logs its failures)."""
+        tasks = self._pending(audit_id=audit_id, model_id=model_id)
+        if tasks:
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def settle(self) -> None:
+        """Wait for every call's end still being written (the service does before it stops)."""
+        while self._finishing:
+            await self.settled()
 
     # -- models -------------------------------------------------------------------------------------------
 
@@ -336,11 +379,10 @@ class ProxyService:
     async def _resolve(self, repos: Repositories, name: str) -> tuple[ModelRow, ProviderRow]:
         if not isinstance(name, str) or not name:
             raise invalid_request("model must be a non-empty string.", "model")
-        candidates = [m for m in await repos.models.list_all() if m.type == "chat" and m.enabled]
-        chosen = next((m for m in candidates if m.id == name), None) or next(
-            (m for m in candidates if m.name == name), None
+        candidates = await repos.models.named(name)  # enabled chat models: by id first, else by name
+        chosen, provider = next((c for c in candidates if c[0].id == name), None) or next(
+            (c for c in candidates if c[0].name == name), (None, None)
         )
-        provider = await repos.providers.get(chosen.provider_id) if chosen is not None else None
         if chosen is None or provider is None or not provider.enabled:
             raise model_not_found(name)
         check_provider_url(provider.base_url)
@@ -378,10 +420,16 @@ class ProxyService:
 
     async def prepare(self, call: ProxyCall) -> Prepared:
         """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` among them)."""
+        counting: Counting | None = None
         async with self.db.session(write=False) as session:  # reads only: no turn at the write lock
             repos = Repositories(session)
             model, provider = await self._resolve(repos, call.model)
-            counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
+            if not self.finishing(model_id=model.id):
+                counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
+        if counting is None:  # a call to this model is still folding its usage in: count as it will have
+            await self.settled(model_id=model.id)
+            async with self.db.session(write=False) as session:
+                counting = await counting_for(Repositories(session), model, profile_for(model))
         strategy = call.strategy or call.token_strategy or model.context_strategy or DEFAULT_STRATEGY
         if strategy not in default_registry:
             raise invalid_request(
@@ -392,8 +440,11 @@ class ProxyService:
             raise invalid_request("Only n=1 is supported.", "n")
         lean = call.dialect == fit.OPENAI and provider.kind != "anthropic"
         source: list[dict[str, Any]] | list[Message]
+        built: list[Message] | None = None
         if lean:
             source = fit.caller_dicts(call.messages)
+            if call.messages_json is not None:
+                built = self.messages.messages(source, call.messages_json)
         elif call.dialect == fit.ANTHROPIC:
             source = fit.anthropic_messages(call.messages, call.system)
         else:
@@ -419,6 +470,7 @@ class ProxyService:
             excluded=0,
             counting=counting,
             source=source,
+            built=built,
         )
         try:
             self._fit(prepared, shape)
@@ -434,7 +486,7 @@ class ProxyService:
         call, provider = prepared.call, prepared.provider
         if call.dialect == fit.OPENAI and provider.kind != "anthropic":
             items: list[dict[str, Any]] = prepared.source  # type: ignore[assignment]
-            fitted = fit.fit_lean(items, call.messages, call.messages_json, shape)
+            fitted = fit.fit_lean(items, call.messages, call.messages_json, shape, prepared.built)
         else:
             messages: list[Message] = prepared.source  # type: ignore[assignment]
             fitted = fit.fit_through_pipeline(messages, shape, serializer_for(provider.kind), prepared.model.name)
@@ -605,7 +657,10 @@ class ProxyService:
 
     async def complete(self, prepared: Prepared) -> ChatResult:
         """Send the fitted request and wait for the whole reply (refitted and sent once more after a
-        context-length rejection); raises :class:`UpstreamFailed` or :class:`ContextTooLong`."""
+        context-length rejection); raises :class:`UpstreamFailed` or :class:`ContextTooLong`.
+
+        The reply is returned once the audit is in the database, while the call's end (status, usage,
+        calibration) is still being written: :meth:`settled` waits for it."""
         while True:
             client = self._client(prepared.provider)
             try:
@@ -621,7 +676,8 @@ class ProxyService:
             finally:
                 with anyio.CancelScope(shield=True):
                     await client.aclose()
-        await self._finish(prepared, "completed", reply=reply)
+        await self._recorded(prepared)  # the audit the reply names is written before the reply goes back
+        self._finish_later(prepared, "completed", reply=reply)
         return reply
 
     async def stream(self, prepared: Prepared) -> AsyncGenerator[StreamEvent, None]:

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.errors import TokenBudgetExceeded
 from ..core.host import shift_with_strategy
-from ..core.messages import Message, as_message
+from ..core.messages import Message, as_message, read_message
 from ..core.shifting import ShiftResult, shift_context
 from ..core.tokens import TokenizerProfile, message_costs
 from ..core.vocabulary import FIT, PROTECTED
@@ -47,6 +48,9 @@ _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 #: Audit entries keep at most this much of a message's text: the caller has the whole text, and a long
 #: agent conversation's audit would otherwise store it all again on every call.
 MAX_ENTRY_CHARS = 500
+#: What :class:`MessageCache` keeps at most, in characters of JSON text: about two 10,000-message requests
+#: (4.8 MB each in the endpoint benchmark), some tens of MB with their messages.
+DEFAULT_MESSAGE_CACHE_CHARS = 12_000_000
 _MESSAGE_ID = re.compile(r"\bm(\d+)\b")
 
 
@@ -151,6 +155,56 @@ def verbatim(item: Mapping[str, Any]) -> bool:
     return item.get("role") != "developer" and not item.keys() & CONTEXTSHIFT_KEYS
 
 
+class MessageCache:
+    """Messages already read, by the JSON text they came in, their position and whether they were the
+    protected input (V7 speed): an agent sends its whole history again on every call, so at 1,000 messages
+    nearly every message of a call was read, checked and built on the call before.
+
+    A message read from the same text at the same position is the same message (the text decides every
+    field; the position its id ``m<i>``), so it is taken from here rather than built again. Bounded by the
+    characters of the texts it keeps (:data:`DEFAULT_MESSAGE_CACHE_CHARS`), the least recently used going first.
+    """
+
+    __slots__ = ("_chars", "_entries", "max_chars")
+
+    def __init__(self, max_chars: int | None = None) -> None:
+        self._entries: OrderedDict[tuple[str, int, bool], Message] = OrderedDict()
+        self._chars = 0
+        self.max_chars = max_chars if max_chars is not None else DEFAULT_MESSAGE_CACHE_CHARS
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def messages(self, items: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> list[Message] | None:
+        """The core message of each of :func:`caller_dicts`' ``items``, whose JSON texts as sent are ``texts``;
+        None when one cannot be built (then the shift builds them, and says what is wrong as it always has).
+        """
+        entries = self._entries
+        out: list[Message] = []
+        append, found, move = out.append, entries.get, entries.move_to_end
+        added: list[tuple[tuple[str, int, bool], Message]] = []
+        for index, (item, text) in enumerate(zip(items, texts, strict=True)):
+            key = (text, index, item.get("pinned") is True)
+            message = found(key)
+            if message is None:
+                try:
+                    message = read_message(item, index)
+                except (TypeError, ValueError):
+                    return None
+                added.append((key, message))
+            else:
+                move(key)
+            append(message)
+        for key, message in added:
+            if len(key[0]) <= self.max_chars:
+                entries[key] = message
+                self._chars += len(key[0])
+        while self._chars > self.max_chars and entries:
+            (text, _index, _pinned), _message = entries.popitem(last=False)
+            self._chars -= len(text)
+        return out
+
+
 def anthropic_messages(raw: Sequence[Any], system: Any) -> list[Message]:
     """An Anthropic Messages request's ``system`` and ``messages`` as core messages (ids ``system``, ``m0``...)."""
     if not isinstance(raw, list | tuple) or not raw:
@@ -207,11 +261,13 @@ def fit_lean(
     raw: Sequence[Mapping[str, Any]],
     messages_json: Sequence[str] | None,
     shape: Shape,
+    built: Sequence[Message] | None = None,
 ) -> Fitted:
     """Shift the caller's dicts (:func:`caller_dicts`) and forward the kept ones as the caller sent them
-    (``raw``; with ``messages_json``, as their own JSON text). Raises ``TokenBudgetExceeded`` when the
-    protected messages alone do not fit."""
-    shifted = _shift(items, shape)
+    (``raw``; with ``messages_json``, as their own JSON text). ``built``: the dicts' messages when they are
+    at hand already (:class:`MessageCache`), the same shift without reading the dicts again. Raises
+    ``TokenBudgetExceeded`` when the protected messages alone do not fit."""
+    shifted = _shift(built if built is not None else items, shape)
     out: list[dict[str, Any]] = []
     texts: list[str] = []
     forwarded = 0
@@ -398,9 +454,11 @@ def with_profile(shape: Shape, profile: TokenizerProfile, window: int) -> Shape:
 
 __all__ = [
     "ANTHROPIC",
+    "DEFAULT_MESSAGE_CACHE_CHARS",
     "MAX_ENTRY_CHARS",
     "OPENAI",
     "Fitted",
+    "MessageCache",
     "Shape",
     "anthropic_messages",
     "caller_dicts",

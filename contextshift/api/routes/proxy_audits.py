@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from ...service.errors import not_found
@@ -17,6 +17,7 @@ from ...storage.tables import ProxyAuditRow
 from .. import schemas as s
 from .. import views
 from ..auth import Caller
+from ..compat_forward import proxy_service
 from ..deps import Repos
 from ..errors import error_responses
 
@@ -87,12 +88,16 @@ def _summary(row: ProxyAuditRow) -> ProxyAuditSummary:
 
 
 @router.get("/proxy-audits", response_model=ProxyAuditList)
-async def list_proxy_audits(repos: Repos, principal: Caller, limit: int = Query(20, ge=1, le=100)) -> dict[str, Any]:
+async def list_proxy_audits(
+    repos: Repos, principal: Caller, request: Request, limit: int = Query(20, ge=1, le=100)
+) -> dict[str, Any]:
+    await proxy_service(request).settled()  # calls answered but not yet finished in the database
     return {"audits": [_summary(r) for r in await repos.proxy_audits.recent(user_id=principal.user_id, limit=limit)]}
 
 
 @router.get("/proxy-audits/{audit_id}", response_model=ProxyAuditEnvelope, responses=error_responses(404))
-async def get_proxy_audit(audit_id: str, repos: Repos, principal: Caller) -> dict[str, Any]:
+async def get_proxy_audit(audit_id: str, repos: Repos, principal: Caller, request: Request) -> dict[str, Any]:
+    await proxy_service(request).settled(audit_id=audit_id)  # a call answered but not yet finished
     row = await repos.proxy_audits.get(audit_id, user_id=principal.user_id)
     if row is None:
         raise not_found("proxy_audit", audit_id)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ..errors import InvalidValue, NotFound
@@ -158,6 +158,17 @@ class ModelRepository:
 
     async def get(self, model_id: str) -> ModelRow | None:
         return await self.session.get(ModelRow, model_id)
+
+    async def named(self, name: str, *, type: str = "chat") -> list[tuple[ModelRow, ProviderRow | None]]:
+        """The enabled models of ``type`` whose id or name is ``name``, each with its provider, in
+        :meth:`list_all`'s order: one query, whatever the number of models (the endpoint asks on every call)."""
+        query = (
+            select(ModelRow, ProviderRow)
+            .outerjoin(ProviderRow, ProviderRow.id == ModelRow.provider_id)
+            .where(ModelRow.type == type, ModelRow.enabled.is_(True), or_(ModelRow.id == name, ModelRow.name == name))
+            .order_by(ModelRow.created_at, ModelRow.id)
+        )
+        return [(model, provider) for model, provider in (await self.session.execute(query)).all()]
 
     async def list_all(self, provider_id: str | None = None) -> Sequence[ModelRow]:
         query = select(ModelRow).order_by(ModelRow.created_at, ModelRow.id)

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -140,6 +140,12 @@ async def default_owner(session: AsyncSession) -> str:
     return admin.id
 
 
+def stale(token: ApiTokenRow) -> bool:
+    """Whether the token's ``last_used_at`` is older than :data:`LAST_USED_RESOLUTION` (or unset): only then is
+    a use written, so that signing in is a read, not a write, on nearly every request."""
+    return token.last_used_at is None or utcnow() - token.last_used_at >= LAST_USED_RESOLUTION
+
+
 class TokenRepository:
     """Issue, find, list and revoke tokens."""
 
@@ -169,8 +175,9 @@ class TokenRepository:
         await self.session.flush()
         return Issued(row, value)
 
-    async def find(self, secret: str) -> tuple[ApiTokenRow, UserRow] | None:
-        """The token with this secret and its user, or None; notes when it was last used."""
+    async def find(self, secret: str, *, touch: bool = True) -> tuple[ApiTokenRow, UserRow] | None:
+        """The token with this secret and its user, or None; notes when it was last used (unless ``touch`` is
+        False: then a session that only reads can look, and :meth:`touch` notes it when :func:`stale`)."""
         query = (
             select(ApiTokenRow, UserRow)
             .join(UserRow, UserRow.id == ApiTokenRow.user_id)
@@ -180,11 +187,20 @@ class TokenRepository:
         if found is None:
             return None
         token, user = found
-        now = utcnow()
-        if token.last_used_at is None or now - token.last_used_at >= LAST_USED_RESOLUTION:
-            token.last_used_at = now
+        if touch and stale(token):
+            token.last_used_at = utcnow()
             await self.session.flush()
         return token, user
+
+    async def touch(self, token_id: str) -> None:
+        """Note that the token was used now."""
+        statement = (
+            update(ApiTokenRow)
+            .where(ApiTokenRow.id == token_id)
+            .values(last_used_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
+        await self.session.execute(statement)
 
     async def count_for(self, user_id: str, kind: str = "api") -> int:
         query = select(func.count()).select_from(ApiTokenRow).where(
