@@ -168,7 +168,8 @@ async def test_tokens_are_listed_without_secrets_and_revoked_at_once(service: Se
     made = (await other_user.http.post("/api/v2/tokens", json={"name": "laptop script"}))
     assert made.status_code == 201
     token, secret = made.json()["token"], made.json()["secret"]
-    assert set(token) == {"id", "name", "created_at", "last_used_at"} and token["name"] == "laptop script"
+    assert set(token) == {"id", "name", "created_at", "last_used_at", "context_strategy"}
+    assert token["name"] == "laptop script"
     async with service.client(secret) as script:
         assert (await script.get("/api/v2/me")).json()["user"]["name"] == "bob"
         listing = await other_user.http.get("/api/v2/tokens")
