@@ -41,3 +41,9 @@ class AuditEnvelope(BaseModel):
 class Deleted(BaseModel):
     deleted: bool
 
+
+class Rewound(BaseModel):
+    """A chat rewound to one of its messages: how many later messages were deleted."""
+
+    deleted: int
+

@@ -56,7 +56,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     "TRANSFER_ENCODING_NOT_IMPLEMENTED": ErrorCode(501, "A Transfer-Encoding other than chunked"),
     # 409: the current state forbids it
     "CHAT_BUSY": ErrorCode(409, "Another turn is still running in this chat; try again when it has finished"),
-    "RETRY_NOT_POSSIBLE": ErrorCode(409, "retry_of names a message that is not a failed input of this chat"),
+    "RETRY_NOT_POSSIBLE": ErrorCode(409, "retry_of names a message that is not the chat's newest, unanswered input"),
     "REDO_NOT_POSSIBLE": ErrorCode(409, "Only the chat's newest message, a reply, can be regenerated or continued"),
     "MESSAGE_NOT_EDITABLE": ErrorCode(409, "Only the text of the user's own messages can be edited"),
     "LAST_ADMIN": ErrorCode(409, "The change would leave no enabled admin"),

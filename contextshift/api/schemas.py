@@ -543,7 +543,11 @@ class GenerateRequest(Strict):
         },
     )
     content: Text | None = Field(default=None, min_length=1, max_length=2_000_000)
-    retry_of: Ident | None = Field(default=None, description="A failed input (meta.failed) to send again")
+    retry_of: Ident | None = Field(
+        default=None,
+        description="The chat's newest message, a user message without a reply (a failed input, or the message the "
+        "chat was rewound to), to answer without a copy",
+    )
     regenerate_of: Ident | None = Field(default=None, description="The chat's newest reply, to answer again")
     continue_of: Ident | None = Field(default=None, description="The chat's newest reply, to add to")
     max_tokens: Reserve | None = None

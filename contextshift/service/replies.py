@@ -108,9 +108,11 @@ class TurnFailed(ServiceError):
 
 
 async def retry_input(repos: Repositories, chat_id: str, message_id: str) -> MessageRow:
-    """The failed input ``message_id`` made current again (``meta.failed`` cleared) for a retried turn.
+    """The input ``message_id`` made current again (``meta.failed`` cleared, if set) for a turn that answers it.
 
-    Only the chat's newest message can be retried, and only if its turn failed (409 ``RETRY_NOT_POSSIBLE``).
+    Only the chat's newest message can be answered this way, and only a user message: one whose turn failed, or
+    one left without a reply (after the chat was rewound to it, or posted without generating). Anything else is
+    409 ``RETRY_NOT_POSSIBLE``.
     """
     row = await repos.messages.get(message_id, chat_id)
     if row is None:
@@ -118,13 +120,16 @@ async def retry_input(repos: Repositories, chat_id: str, message_id: str) -> Mes
             Refusal.NOT_FOUND, "MESSAGE_NOT_FOUND", f"No message with id {message_id!r}.", message_id=message_id
         )
     newest = await repos.messages.list_page(chat_id, limit=1)
-    if row.role != "user" or not is_failed_input(row) or not newest.rows or newest.rows[0].id != row.id:
+    answerable = row.role == "user" and not (row.meta or {}).get("command")
+    if not answerable or not newest.rows or newest.rows[0].id != row.id:
         raise ServiceError(
             Refusal.CONFLICT,
             "RETRY_NOT_POSSIBLE",
-            "Only the newest message of the chat, a user message whose turn failed, can be retried.",
+            "Only the newest message of the chat, a user message without a reply, can be answered again.",
             message_id=message_id,
         )
+    if not is_failed_input(row):
+        return row
     patched = await repos.messages.patch(chat_id, message_id, {"meta": {FAILED: None}})
     assert patched is not None
     return patched

@@ -187,3 +187,43 @@ async def test_tools_used_counts_the_stored_tool_calls(service: Service) -> None
     await service.post(base, {"role": "assistant", "content": anthropic})
     status = (await service.http.get(f"/api/v2/chats/{ids['chat']}/status")).json()["status"]
     assert status["tools_used"] == [{"name": "search_flights", "count": 2}, {"name": "book_hotel", "count": 1}]
+
+
+async def test_an_edited_older_message_is_answered_again_after_rewinding_to_it(service: Service) -> None:
+    ids, question, _answer = await _answered(service)
+    service.fake.script(Reply("Blue, again."))
+    await _turn(service, ids["chat"], {"content": "Another one?"})
+    path = f"/api/v2/chats/{ids['chat']}/messages/{question['id']}"
+    await service.http.patch(path, json={"content": "Name a fruit"})
+
+    rewound = await service.post(f"{path}/rewind", {}, 200)
+    assert rewound == {"deleted": 3}  # the first answer, the second question and its answer
+    assert [m["id"] for m in await _messages(service, ids["chat"])] == [question["id"]]
+    service.fake.script(Reply("A pear."))
+    done = await _turn(service, ids["chat"], {"retry_of": question["id"]})
+    assert done["message"]["content"] == "A pear." and done["message"]["reply_to"] == question["id"]
+    assert [m["content"] for m in service.fake.last.messages] == ["Name a fruit"]  # no copy of the input
+    assert [m["content"] for m in await _messages(service, ids["chat"])] == ["Name a fruit", "A pear."]
+    assert (await service.post(f"{path}/rewind", {}, 200)) == {"deleted": 1}
+    assert (await service.post(f"{path}/rewind", {}, 200)) == {"deleted": 0}  # already the newest
+
+
+async def test_only_the_newest_unanswered_user_message_is_answered_again(service: Service) -> None:
+    ids, question, answer = await _answered(service)
+    before = await _messages(service, ids["chat"])
+    for message_id in (question["id"], answer["id"]):  # answered already; a reply is not an input
+        refused = await service.http.post(
+            f"/api/v2/chats/{ids['chat']}/generate", json={"retry_of": message_id, "stream": False}
+        )
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "RETRY_NOT_POSSIBLE"
+    missing = await service.http.post(f"/api/v2/chats/{ids['chat']}/messages/no-such-message/rewind")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "MESSAGE_NOT_FOUND"
+    assert await _messages(service, ids["chat"]) == before
+
+
+async def test_another_users_chat_is_not_rewound(service: Service, other_user: Account) -> None:
+    ids, question, _answer = await _answered(service)
+    before = await _messages(service, ids["chat"])
+    refused = await other_user.http.post(f"/api/v2/chats/{ids['chat']}/messages/{question['id']}/rewind")
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "CHAT_NOT_FOUND"
+    assert await _messages(service, ids["chat"]) == before

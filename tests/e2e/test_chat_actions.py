@@ -221,6 +221,34 @@ def test_editing_the_last_input_and_regenerating_from_there(page: Any, app: App)
     expect(user.get_by_role("button", name="Edit")).to_be_focused()
 
 
+def test_editing_an_older_input_and_regenerating_from_there_asks_then_drops_what_came_after(
+    page: Any, app: App
+) -> None:
+    ids = _chat(page, app)
+    page.goto(f"/#/chat/{ids['chat']}")
+    app.fake.script(Reply("About cats."), Reply("About mice."), Reply("About owls."))
+    _send(page, "Tell me about cats")
+    expect(_reply(page)).to_contain_text("About cats.", timeout=TURN)
+    _send(page, "And mice?")
+    expect(_reply(page)).to_contain_text("About mice.", timeout=TURN)
+    first = page.locator(".msg.role-user").first
+    first.get_by_role("button", name="Edit").click()
+    first.get_by_label("Edit the message").fill("Tell me about owls")
+    expect(first.get_by_role("button", name="Save and regenerate", exact=True)).to_have_count(0)
+    first.get_by_role("button", name="Save and regenerate from here").click()
+    confirm = first.get_by_role("group", name="Confirm regenerating from here")
+    expect(confirm).to_contain_text("This deletes the 3 later messages.")
+    confirm.get_by_role("button", name="Keep them").click()  # changed its mind: nothing happened
+    expect(first.get_by_role("button", name="Save and regenerate from here")).to_be_focused()
+    assert len(_messages(app, ids["chat"])) == 4
+    first.get_by_role("button", name="Save and regenerate from here").click()
+    first.get_by_role("button", name="Delete them and regenerate").click()
+    expect(_reply(page)).to_contain_text("About owls.", timeout=TURN)
+    expect(page.locator(".msg")).to_have_count(2)
+    assert [m["content"] for m in app.fake.last.messages] == ["Tell me about owls"]
+    assert [m["content"] for m in _messages(app, ids["chat"])] == ["Tell me about owls", "About owls."]
+
+
 def test_continue_a_partial_reply(page: Any, app: App) -> None:
     ids = _chat(page, app)
     page.goto(f"/#/chat/{ids['chat']}")

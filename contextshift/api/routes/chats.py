@@ -17,7 +17,7 @@ from .. import views
 from ..auth import Caller, Principal
 from ..created import locate, located
 from ..deps import Repos
-from ..envelopes import ChatEnvelope, ChatList, Deleted, MessageEnvelope
+from ..envelopes import ChatEnvelope, ChatList, Deleted, MessageEnvelope, Rewound
 from ..errors import error_responses
 from ..ownership import own_bot, own_chat
 
@@ -202,6 +202,19 @@ async def patch_message(
     if row is None:
         raise not_found("message", message_id)
     return {"message": views.message(row)}
+
+
+@router.post(
+    "/chats/{chat_id}/messages/{message_id}/rewind", response_model=Rewound, responses=error_responses(404)
+)
+async def rewind_chat(chat_id: str, message_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    """Rewind the chat to this message: every later message is deleted (to answer an edited message again, with
+    ``retry_of`` on a turn). The message itself stays."""
+    await _chat(repos, chat_id, principal)
+    current = await repos.messages.get(message_id, chat_id)
+    if current is None:
+        raise not_found("message", message_id)
+    return {"deleted": await repos.messages.delete_after(chat_id, current.seq)}
 
 
 @router.delete("/chats/{chat_id}/messages/{message_id}", response_model=Deleted, responses=error_responses(404))

@@ -221,6 +221,14 @@ class MessageRepository:
         await self._bump(chat_id)
         return True
 
+    async def delete_after(self, chat_id: str, seq: int) -> int:
+        """Delete every message of the chat after ``seq`` (rewinding the chat to it); how many went."""
+        statement = delete(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.seq > seq)
+        deleted = await execute_rowcount(self.session, statement)
+        if deleted:
+            await self._bump(chat_id)
+        return deleted
+
     async def list_page(self, chat_id: str, before_seq: int | None = None, limit: int = 50) -> MessagePage:
         """Up to ``limit`` messages older than ``before_seq`` (default: the newest), newest first."""
         limit = integer("limit", limit, minimum=1)

@@ -352,6 +352,34 @@ export async function chatView(main, [chatId], { store, go }) {
       if (again && m.meta?.failed) await runTurn({ retry_of: m.id });
       else if (reply) await runTurn({ regenerate_of: reply.id }, { replaces: reply });
     },
+    /** How many loaded messages come after ``m`` (all of the later ones: the newest are always loaded). */
+    laterCount(m) {
+      const at = st.messages.findIndex((x) => x.id === m.id);
+      return at < 0 ? 0 : st.messages.length - at - 1;
+    },
+    /** Save the edited text, rewind the chat to this message (its later messages are deleted) and answer it. */
+    async editFrom(m, text) {
+      if (!text.trim()) {
+        toast("A message needs at least one character.", "error");
+        return;
+      }
+      Object.assign(historyView.state(m.id), { editing: false, draft: null });
+      if (!(await change(m, { content: text }, { id: m.id, action: "edit" }))) {
+        Object.assign(historyView.state(m.id), { editing: true, draft: text });
+        renderHistory({ keepScroll: true });
+        return;
+      }
+      try {
+        await post(`/chats/${encodeURIComponent(chat.id)}/messages/${encodeURIComponent(m.id)}/rewind`, {});
+      } catch (error) {
+        toast(`Could not remove the later messages: ${error.message}`, "error");
+        return;
+      }
+      const at = st.messages.findIndex((x) => x.id === m.id);
+      if (at >= 0) st.messages = st.messages.slice(0, at + 1);
+      renderHistory({ keepScroll: true });
+      await runTurn({ retry_of: m.id });
+    },
     retry: (m) => runTurn({ retry_of: m.id }),
     regenerate: (m) => runTurn({ regenerate_of: m.id }, { replaces: m }),
     continueReply: (m) => runTurn({ continue_of: m.id }, { replaces: m, prefix: typeof m.content === "string" ? m.content : "" }),

@@ -126,6 +126,26 @@ function editForm(m, ui, act) {
   input.addEventListener("input", () => (ui.draft = input.value));
   const regenerate = act.canRegenerateAfter(m);
   const save = (again) => act.edit(m, input.value, again);
+  // An older message: "regenerate from here" deletes what came after it, so it asks first.
+  const later = regenerate || m.role !== "user" ? 0 : act.laterCount(m);
+  const confirmRewind = h(
+    "div.rewind-confirm",
+    { hidden: true, role: "group", "aria-label": "Confirm regenerating from here" },
+    h("span", `This deletes the ${later} later message${later === 1 ? "" : "s"}.`),
+    " ",
+    h("button.small.danger", { type: "button", dataset: { action: "confirm-rewind" }, onclick: () => act.editFrom(m, input.value) }, "Delete them and regenerate"),
+    " ",
+    actionButton("keep-later", "Keep them", () => {
+      confirmRewind.hidden = true;
+      rewind.focus();
+    }),
+  );
+  const rewind = later
+    ? actionButton("save-rewind", "Save and regenerate from here", () => {
+        confirmRewind.hidden = false;
+        confirmRewind.querySelector('[data-action="confirm-rewind"]').focus();
+      })
+    : null;
   input.addEventListener("keydown", (event) => {
     if (event.key === "Escape") {
       event.preventDefault();
@@ -141,8 +161,10 @@ function editForm(m, ui, act) {
       "div.actions",
       h("button.small.primary", { type: "submit", dataset: { action: "save-edit" } }, "Save"),
       regenerate ? actionButton("save-regenerate", "Save and regenerate", () => save(true)) : null,
+      rewind,
       actionButton("cancel-edit", "Cancel", () => act.cancelEdit(m)),
     ),
+    later ? confirmRewind : null,
   );
 }
 
