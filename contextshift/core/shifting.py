@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import filterfalse
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from .errors import TokenBudgetExceeded
 from .groups import Group, find_links, group_index
@@ -142,9 +142,13 @@ def check_budget(budget: object) -> int:
     return budget
 
 
-def _additive(counter: Counter) -> bool:
-    """Whether the sum of message costs is the whole-prompt count (true for callables and our profiles)."""
-    return not isinstance(counter, TokenizerProfile) or isinstance(counter, ChatFormatProfile)
+def _own_ids(messages: Sequence[Message]) -> dict[str, str] | None:
+    """The ids of ``messages`` (all ``Message`` objects), each mapped to :data:`CONTEXT_SHIFT`, when each has
+    an id of its own and no two share one (the prompt is then used as it is), else None. Checked at C speed:
+    no Python code runs per message. The dict is the template of a result's ``reasons`` (see
+    :attr:`Prompt.id_keys`)."""
+    keys = dict.fromkeys(map(_message_id, messages), CONTEXT_SHIFT)  # a Message's id is always a str
+    return keys if len(keys) == len(messages) and "" not in keys else None
 
 
 #: How many positions a batch-counting profile counts in its first batch; every later batch is twice as big.
@@ -174,7 +178,10 @@ class Prompt:
         lazy: bool = False,
     ) -> None:
         check_overhead(per_message_overhead)
-        if not isinstance(counter, TokenizerProfile):
+        # What kind of counter this is, decided once (a runtime-checkable Protocol's isinstance is slow).
+        self._chat_format = isinstance(counter, ChatFormatProfile)
+        self._profile = self._chat_format or isinstance(counter, TokenizerProfile)
+        if not self._profile:
             check_counter(counter)
         self.messages: Sequence[Message]
         self.ids: list[str]
@@ -182,13 +189,19 @@ class Prompt:
         read_links: list[tuple[str, ...] | None] | None = None
         if lazy and not isinstance(messages, list | tuple | str | bytes | Mapping):
             messages = list(messages)  # read once: a generator is not read twice
-        if lazy and groups is None and set(map(type, messages)) - {Message}:
+        only_messages = isinstance(messages, list | tuple) and set(map(type, messages)) == {Message}
+        self._id_keys: dict[str, str] | None = None
+        ids = _own_ids(cast(Sequence[Message], messages)) if only_messages else None
+        if ids is not None:  # Message objects with ids of their own: nothing to convert
+            self.messages, self.ids = list(cast(Sequence[Message], messages)), list(ids)
+            self._id_keys = ids
+        elif lazy and groups is None and not only_messages and len(messages):
             self.messages, self.ids, kinds, read_links = scanned(messages)
         else:
             self.messages, self.ids = normalized(messages)
         self.counter = counter
         self.per_message_overhead = per_message_overhead
-        self.additive = _additive(counter)
+        self.additive = not self._profile or self._chat_format
         self._groups: list[Group] | None = None
         if groups is None:
             if kinds is None:
@@ -197,20 +210,27 @@ class Prompt:
             assert links is not None  # strict: a malformed message raised
             self.multi: dict[int, list[int]] = links.multi
             self.root_of: dict[int, int] = links.root_of
+            #: Whether some group's members are not consecutive positions.
+            self.scattered = bool(links.scattered)
             roots: set[int] = set()
             for position in links.protected:
                 roots.add(self.root_of.get(position, position))
         else:
             self._groups = sorted(groups, key=lambda g: g.first)
             self.multi, self.root_of, roots = {}, {}, set()
+            self.scattered = False
             for group in self._groups:
                 members = list(group.members)
                 if len(members) > 1:
                     self.multi[members[0]] = members
                     for position in members:
                         self.root_of[position] = members[0]
+                    if members[-1] - members[0] != len(members) - 1:
+                        self.scattered = True
                 if group.protected:
                     roots.add(members[0])
+        #: The positions that belong to a group of two or more but are not its earliest member.
+        self.non_roots: set[int] = {p for p, root in self.root_of.items() if p != root}
         #: The roots (earliest members) of the protected groups, and every member of those groups, ascending.
         self.protected_roots: set[int] = roots
         self.protected_members: list[int] = sorted(p for root in roots for p in self.members(root))
@@ -256,6 +276,13 @@ class Prompt:
             self._position = dict(zip(self.ids, range(len(self.ids)), strict=True))
         return self._position
 
+    @property
+    def id_keys(self) -> dict[str, str]:
+        """Every message id, in prompt order, mapped to :data:`CONTEXT_SHIFT` (copy it before changing it)."""
+        if self._id_keys is None:
+            self._id_keys = dict.fromkeys(self.ids, CONTEXT_SHIFT)
+        return self._id_keys
+
     def group_of(self, message_id: str) -> Group:
         root = self.root(self.position[message_id])
         return Group(tuple(self.members(root)), root in self.protected_roots)
@@ -269,10 +296,10 @@ class Prompt:
             counter = self.counter
             if not self.messages:
                 self._fixed = 0
-            elif isinstance(counter, ChatFormatProfile):
-                self._fixed = counter.reply_priming
-            elif isinstance(counter, TokenizerProfile):
-                self._fixed = checked_count(counter.count_messages([]), "(empty prompt)")
+            elif self._chat_format:
+                self._fixed = cast(ChatFormatProfile, counter).reply_priming
+            elif self._profile:
+                self._fixed = checked_count(cast(TokenizerProfile, counter).count_messages([]), "(empty prompt)")
             else:
                 self._fixed = 0
         return self._fixed
@@ -286,13 +313,13 @@ class Prompt:
         messages, counter = self.messages, self.counter
         chunk = [messages[p] for p in todo]
         counted: list[int]
-        if isinstance(counter, ChatFormatProfile):
-            counted = profile_costs(counter, chunk)
-        elif isinstance(counter, TokenizerProfile):
-            empty = self.fixed
-            counted = [max(0, checked_count(counter.count_messages([m]), m.id) - empty) for m in chunk]
+        if self._chat_format:
+            counted = profile_costs(cast(ChatFormatProfile, counter), chunk)
+        elif self._profile:
+            empty, count_messages = self.fixed, cast(TokenizerProfile, counter).count_messages
+            counted = [max(0, checked_count(count_messages([m]), m.id) - empty) for m in chunk]
         else:
-            counted = callable_costs(chunk, counter, self.per_message_overhead, self._memo)
+            counted = callable_costs(chunk, cast(TokenCounter, counter), self.per_message_overhead, self._memo)
         for position, cost in zip(todo, counted, strict=True):
             costs[position] = cost
 
@@ -388,14 +415,20 @@ def shift_prompt(
     size = len(prompt.messages)
     # The candidates (roots of unprotected groups, the first to leave first) and what stays anyway.
     stays: list[int]
+    # The positions of the groups that are not candidates, when the candidates are the roots in ascending
+    # order of groups whose members are consecutive: then the members of any run of candidates are the
+    # positions from its first root to its last member less these (see _with_members).
+    between: set[int] | None = None
     if plan.order is None:
-        skip = protected_roots | pre_gone | {p for p, root in root_of.items() if p != root}
+        skip = protected_roots | pre_gone | prompt.non_roots
         candidates = list(filterfalse(skip.__contains__, range(size))) if skip else list(range(size))
         if pre_gone:
             left = (p for r in pre_gone for p in prompt.members(r) if p not in gone)
             stays = sorted({*prompt.protected_members, *left})
         else:
             stays = prompt.protected_members
+        if not prompt.scattered:
+            between = {*prompt.protected_members, *(p for r in pre_gone for p in prompt.members(r))}
     else:
         groups = prompt.groups
         seen: set[int] = set()
@@ -423,13 +456,13 @@ def shift_prompt(
     removal: list[int] = list(codes)
     label = plan.reason
     if label is None:
-        removal += _with_members(leaving, multi, ascending) if multi else leaving
+        removal += _with_members(leaving, multi, ascending, between) if multi else leaving
     else:
         for root in leaving:
             members = prompt.members(root)
             codes.update(dict.fromkeys(members, label(Group(tuple(members), False))))
             removal += members
-    staying = _with_members(staying, multi, ascending) if multi else staying
+    staying = _with_members(staying, multi, ascending, between) if multi else staying
     kept = sorted([*stays, *staying]) if stays or not ascending or multi else staying
     if not kept:
         tokens = 0
@@ -438,8 +471,21 @@ def shift_prompt(
     return Removal(removed=removal, kept=kept, tokens=tokens, codes=codes)
 
 
-def _with_members(roots: list[int], multi: Mapping[int, list[int]], ascending: bool) -> list[int]:
-    """Every member of the groups of ``roots``, group by group: the runs of singletons are sliced whole."""
+def _with_members(
+    roots: list[int], multi: Mapping[int, list[int]], ascending: bool, between: set[int] | None = None
+) -> list[int]:
+    """Every member of the groups of ``roots``, group by group: the runs of singletons are sliced whole.
+
+    ``between``: when ``roots`` are consecutive candidates in ascending order and every group's members are
+    consecutive positions, the positions of the groups that are not candidates. Group by group is then
+    prompt order, and the members are every position from the first root to the last root's last member
+    that is not in ``between`` (found at C speed, without looking at each group).
+    """
+    if between is not None and roots:
+        last = roots[-1]
+        members = multi.get(last)
+        span = range(roots[0], (last if members is None else members[-1]) + 1)
+        return list(filterfalse(between.__contains__, span)) if between else list(span)
     if ascending:
         splits = []
         for root in multi:
@@ -514,10 +560,10 @@ def build_result(
     messages, ids = prompt.messages, prompt.ids
     removed, kept_positions = outcome.removed, outcome.kept
     if len(removed) > len(kept_positions):  # mostly removed: start from the removal's reason
-        reasons = dict.fromkeys(ids, CONTEXT_SHIFT)
+        reasons = prompt.id_keys.copy()  # a copy of a dict of the same keys is a memory copy: no hashing
         reasons.update(dict.fromkeys(map(ids.__getitem__, kept_positions), FIT))
     else:
-        reasons = dict.fromkeys(ids, FIT)
+        reasons = dict.fromkeys(prompt.id_keys, FIT)  # from a dict: sized once, hashes reused
         reasons.update(dict.fromkeys(map(ids.__getitem__, removed), CONTEXT_SHIFT))
     for position, code in outcome.codes.items():
         reasons[ids[position]] = code
