@@ -8,9 +8,9 @@ the number of messages (S8), and the reported ``tokens`` is a fresh count of wha
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse
+from itertools import filterfalse, islice
 from operator import attrgetter
 from typing import Any, cast
 
@@ -419,9 +419,10 @@ def shift_prompt(
     # order of groups whose members are consecutive: then the members of any run of candidates are the
     # positions from its first root to its last member less these (see _with_members).
     between: set[int] | None = None
+    candidates: list[int] | None = None  # None: every root not in ``skip``, ascending (read as walked)
+    skip: set[int] = set()
     if plan.order is None:
         skip = protected_roots | pre_gone | prompt.non_roots
-        candidates = list(filterfalse(skip.__contains__, range(size))) if skip else list(range(size))
         if pre_gone:
             left = (p for r in pre_gone for p in prompt.members(r) if p not in gone)
             stays = sorted({*prompt.protected_members, *left})
@@ -448,13 +449,27 @@ def shift_prompt(
         protected_total = prompt.fresh_count(protected)
     if protected_total > budget:
         raise TokenBudgetExceeded(protected_total, budget)
-    cut, tokens = _walk(prompt, budget, candidates, stays)
-    # Every candidate up to the one that overflowed leaves, in that order; the rest stays.
+    if candidates is None:  # the roots newest first, read only as far as the walk goes
+        newest_first: Iterator[int] = filterfalse(skip.__contains__, range(size - 1, -1, -1))
+    else:
+        newest_first = reversed(candidates)
+    walked, overflowed, tokens = _walk(prompt, budget, newest_first, stays)
+    # Every candidate before the ones walked leaves, in the plan's order; the rest stays.
     ascending = plan.order is None
-    leaving, staying = candidates[: cut + 1], candidates[cut + 1 :]
+    staying = walked[::-1]
     codes: dict[int, str] = dict(plan.removed)
     removal: list[int] = list(codes)
     label = plan.reason
+    if candidates is None and label is None and between is not None:
+        # Oldest first, consecutive groups: the positions up to the first that stays, less the other groups.
+        if overflowed:
+            span = range(staying[0] if staying else size)
+            removal += filterfalse(between.__contains__, span) if between else span
+        leaving = []
+    else:
+        if candidates is None:
+            candidates = list(filterfalse(skip.__contains__, range(size)))
+        leaving = candidates[: len(candidates) - len(walked)]
     if label is None:
         removal += _with_members(leaving, multi, ascending, between) if multi else leaving
     else:
@@ -508,43 +523,47 @@ def _with_members(
     return out
 
 
-def _walk(prompt: Prompt, budget: int, candidates: Sequence[int], stays: Sequence[int]) -> tuple[int, int]:
-    """The index of the last candidate that leaves (-1: none), walking from the last candidate back, and
-    (for an additive counter) the cost of everything that stays."""
+def _walk(
+    prompt: Prompt, budget: int, newest_first: Iterator[int], stays: Sequence[int]
+) -> tuple[list[int], bool, int]:
+    """Walk the candidate roots from the last of the plan's order back, keeping each group while the prompt
+    fits: the roots kept (in walk order), whether the walk stopped at a group that did not fit, and (for an
+    additive counter) the cost of everything that stays. The candidates are read only as far as the walk
+    goes, and counted a batch at a time."""
     if prompt.additive:
         prompt.count(stays)
-        cost = prompt.cost
-        total = sum(map(cost, stays))
+        costs = prompt._costs
+        total = sum(map(costs.__getitem__, stays))
         fixed = prompt.fixed
         if stays:
             total += fixed
             fixed = 0  # charged once, with the first message that stays
-        batch, counted_down_to = _FIRST_BATCH, len(candidates)
         multi = prompt.multi
-        for index in range(len(candidates) - 1, -1, -1):
-            if index < counted_down_to:  # count a batch of the candidates from here back
-                low = max(0, index + 1 - batch)
-                chunk = candidates[low : index + 1]
-                prompt.count([p for root in chunk for p in multi.get(root, (root,))] if multi else chunk)
-                counted_down_to, batch = low, batch * 2
-            root = candidates[index]
-            members = multi.get(root)
-            group_cost = cost(root) if members is None else sum(map(cost, members))
-            if total + group_cost + fixed > budget:
-                return index, total
-            total += group_cost + fixed
-            fixed = 0
-        return -1, total
+        walked: list[int] = []
+        batch = _FIRST_BATCH
+        while chunk := list(islice(newest_first, batch)):
+            prompt.count([p for root in chunk for p in multi.get(root, (root,))] if multi else chunk)
+            batch *= 2
+            for root in chunk:
+                members = multi.get(root)
+                group_cost = costs[root] if members is None else sum(map(costs.__getitem__, members))
+                if total + group_cost + fixed > budget:
+                    return walked, True, total
+                total += group_cost + fixed
+                fixed = 0
+                walked.append(root)
+        return walked, False, total
     # A profile whose whole-prompt count is not the sum of its messages: only its own count decides.
+    candidates = list(newest_first)
     kept = list(stays)
     if prompt.fresh_count(sorted(kept + [p for r in candidates for p in prompt.members(r)])) <= budget:
-        return -1, 0
-    for index in range(len(candidates) - 1, -1, -1):
-        trial = kept + prompt.members(candidates[index])
+        return candidates, False, 0
+    for index, root in enumerate(candidates):
+        trial = kept + prompt.members(root)
         if prompt.fresh_count(sorted(trial)) > budget:
-            return index, 0
+            return candidates[:index], True, 0
         kept = trial
-    return -1, 0
+    return candidates, False, 0
 
 
 def build_result(
