@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse, islice
+from itertools import filterfalse, islice, repeat
 from operator import attrgetter
 from typing import Any, cast
 
@@ -184,21 +184,24 @@ class Prompt:
         if not self._profile:
             check_counter(counter)
         self.messages: Sequence[Message]
-        self.ids: list[str]
+        self._ids: list[str] | None
         kinds: list[int] | None = None
         read_links: list[tuple[str, ...] | None] | None = None
         if lazy and not isinstance(messages, list | tuple | str | bytes | Mapping):
             messages = list(messages)  # read once: a generator is not read twice
         only_messages = isinstance(messages, list | tuple) and set(map(type, messages)) == {Message}
         self._id_keys: dict[str, str] | None = None
+        #: Set by a caller that builds one result of this prompt and drops it (see context_shift_reasons).
+        self.single_result = False
         ids = _own_ids(cast(Sequence[Message], messages)) if only_messages else None
         if ids is not None:  # Message objects with ids of their own: nothing to convert
-            self.messages, self.ids = list(cast(Sequence[Message], messages)), list(ids)
+            # Their ids are read from the messages when asked for (see id_at): no second list of them.
+            self.messages, self._ids = list(cast(Sequence[Message], messages)), None
             self._id_keys = ids
         elif lazy and groups is None and not only_messages and len(messages):
-            self.messages, self.ids, kinds, read_links = scanned(messages)
+            self.messages, self._ids, kinds, read_links = scanned(messages)
         else:
-            self.messages, self.ids = normalized(messages)
+            self.messages, self._ids = normalized(messages)
         self.counter = counter
         self.per_message_overhead = per_message_overhead
         self.additive = not self._profile or self._chat_format
@@ -229,8 +232,6 @@ class Prompt:
                         self.scattered = True
                 if group.protected:
                     roots.add(members[0])
-        #: The positions that belong to a group of two or more but are not its earliest member.
-        self.non_roots: set[int] = {p for p, root in self.root_of.items() if p != root}
         #: The roots (earliest members) of the protected groups, and every member of those groups, ascending.
         self.protected_roots: set[int] = roots
         self.protected_members: list[int] = sorted(p for root in roots for p in self.members(root))
@@ -277,11 +278,31 @@ class Prompt:
         return self._position
 
     @property
-    def id_keys(self) -> dict[str, str]:
-        """Every message id, in prompt order, mapped to :data:`CONTEXT_SHIFT` (copy it before changing it)."""
-        if self._id_keys is None:
-            self._id_keys = dict.fromkeys(self.ids, CONTEXT_SHIFT)
-        return self._id_keys
+    def ids(self) -> list[str]:
+        """Every message's id, in prompt order."""
+        if self._ids is None:
+            self._ids = list(map(_message_id, self.messages))
+        return self._ids
+
+    def id_at(self) -> Callable[[int], str]:
+        """A function from a position to its message's id (read from the message when the ids were not
+        listed, so a shift that reads a few ids never lists them all)."""
+        if self._ids is not None:
+            return self._ids.__getitem__
+        messages = self.messages
+        return lambda position: messages[position].id
+
+    def context_shift_reasons(self) -> dict[str, str]:
+        """A new dict of every message id, in prompt order, mapped to :data:`CONTEXT_SHIFT`: a copy of the
+        one the ids were checked with (a memory copy, no hashing), or that dict itself when the prompt is
+        made for one result only (``single_result``, so that the two never take memory side by side)."""
+        keys = self._id_keys
+        if keys is None:
+            return dict.fromkeys(self.ids, CONTEXT_SHIFT)
+        if self.single_result:
+            self._id_keys = None
+            return keys
+        return keys.copy()
 
     def group_of(self, message_id: str) -> Group:
         root = self.root(self.position[message_id])
@@ -422,7 +443,9 @@ def shift_prompt(
     candidates: list[int] | None = None  # None: every root not in ``skip``, ascending (read as walked)
     skip: set[int] = set()
     if plan.order is None:
-        skip = protected_roots | pre_gone | prompt.non_roots
+        skip = {p for p, root in root_of.items() if p != root}  # the groups' later members
+        skip |= protected_roots
+        skip |= pre_gone
         if pre_gone:
             left = (p for r in pre_gone for p in prompt.members(r) if p not in gone)
             stays = sorted({*prompt.protected_members, *left})
@@ -576,18 +599,15 @@ def build_result(
     **changes: Any,
 ) -> ShiftResult:
     """The :class:`ShiftResult` of ``outcome`` on ``prompt``; ``changes`` replace any of its fields."""
-    messages, ids = prompt.messages, prompt.ids
+    messages, id_at = prompt.messages, prompt.id_at()
     removed, kept_positions = outcome.removed, outcome.kept
-    if len(removed) > len(kept_positions):  # mostly removed: start from the removal's reason
-        reasons = prompt.id_keys.copy()  # a copy of a dict of the same keys is a memory copy: no hashing
-        reasons.update(dict.fromkeys(map(ids.__getitem__, kept_positions), FIT))
-    else:
-        reasons = dict.fromkeys(prompt.id_keys, FIT)  # from a dict: sized once, hashes reused
-        reasons.update(dict.fromkeys(map(ids.__getitem__, removed), CONTEXT_SHIFT))
+    # Every position is kept or removed: all are context-shift, then the kept ones fit.
+    reasons = prompt.context_shift_reasons()
+    reasons.update(zip(map(id_at, kept_positions), repeat(FIT)))
     for position, code in outcome.codes.items():
-        reasons[ids[position]] = code
+        reasons[id_at(position)] = code
     for position in prompt.protected_members:
-        reasons[ids[position]] = PROTECTED
+        reasons[id_at(position)] = PROTECTED
     kept = list(map(messages.__getitem__, kept_positions))
     fields: dict[str, Any] = {
         "kept": kept,
@@ -648,6 +668,7 @@ def shift_context(
     """
     check_budget(budget)
     prompt = Prompt(messages, count_tokens, per_message_overhead, lazy=True)
+    prompt.single_result = True
     outcome = shift_prompt(prompt, budget)
     return build_result(prompt, outcome, budget, diagnostics=excluded_note(len(outcome.removed)))
 
