@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse, islice, repeat
+from itertools import chain, filterfalse, islice, repeat
 from operator import attrgetter
 from typing import Any, cast
 
@@ -284,13 +284,12 @@ class Prompt:
             self._ids = list(map(_message_id, self.messages))
         return self._ids
 
-    def id_at(self) -> Callable[[int], str]:
-        """A function from a position to its message's id (read from the message when the ids were not
-        listed, so a shift that reads a few ids never lists them all)."""
+    def ids_at(self, positions: Iterable[int]) -> Iterator[str]:
+        """The ids of the messages at ``positions`` (read from the messages when the ids were not listed, so
+        a shift that reads a few ids never lists them all)."""
         if self._ids is not None:
-            return self._ids.__getitem__
-        messages = self.messages
-        return lambda position: messages[position].id
+            return map(self._ids.__getitem__, positions)
+        return map(_message_id, map(self.messages.__getitem__, positions))
 
     def context_shift_reasons(self) -> dict[str, str]:
         """A new dict of every message id, in prompt order, mapped to :data:`CONTEXT_SHIFT`: a copy of the
@@ -332,7 +331,7 @@ class Prompt:
         if not todo:
             return
         messages, counter = self.messages, self.counter
-        chunk = [messages[p] for p in todo]
+        chunk = list(map(messages.__getitem__, todo))
         counted: list[int]
         if self._chat_format:
             counted = profile_costs(cast(ChatFormatProfile, counter), chunk)
@@ -341,8 +340,7 @@ class Prompt:
             counted = [max(0, checked_count(count_messages([m]), m.id) - empty) for m in chunk]
         else:
             counted = callable_costs(chunk, cast(TokenCounter, counter), self.per_message_overhead, self._memo)
-        for position, cost in zip(todo, counted, strict=True):
-            costs[position] = cost
+        costs.update(zip(todo, counted, strict=True))
 
     def cost(self, position: int) -> int:
         cost = self._costs.get(position)
@@ -565,7 +563,8 @@ def _walk(
         walked: list[int] = []
         batch = _FIRST_BATCH
         while chunk := list(islice(newest_first, batch)):
-            prompt.count([p for root in chunk for p in multi.get(root, (root,))] if multi else chunk)
+            # Each root's group, or the root alone (``zip`` makes its 1-tuple): no Python code per root.
+            prompt.count(list(chain.from_iterable(map(multi.get, chunk, zip(chunk)))) if multi else chunk)
             batch *= 2
             for root in chunk:
                 members = multi.get(root)
@@ -599,15 +598,14 @@ def build_result(
     **changes: Any,
 ) -> ShiftResult:
     """The :class:`ShiftResult` of ``outcome`` on ``prompt``; ``changes`` replace any of its fields."""
-    messages, id_at = prompt.messages, prompt.id_at()
+    messages, ids_at = prompt.messages, prompt.ids_at
     removed, kept_positions = outcome.removed, outcome.kept
     # Every position is kept or removed: all are context-shift, then the kept ones fit.
     reasons = prompt.context_shift_reasons()
-    reasons.update(zip(map(id_at, kept_positions), repeat(FIT)))
-    for position, code in outcome.codes.items():
-        reasons[id_at(position)] = code
-    for position in prompt.protected_members:
-        reasons[id_at(position)] = PROTECTED
+    reasons.update(zip(ids_at(kept_positions), repeat(FIT)))
+    codes = outcome.codes
+    reasons.update(zip(ids_at(codes), codes.values(), strict=True))
+    reasons.update(zip(ids_at(prompt.protected_members), repeat(PROTECTED)))
     kept = list(map(messages.__getitem__, kept_positions))
     fields: dict[str, Any] = {
         "kept": kept,
