@@ -10,13 +10,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, filterfalse, islice, repeat
+from itertools import chain, compress, filterfalse, islice, repeat
 from operator import attrgetter
 from typing import Any, cast
 
 from .errors import TokenBudgetExceeded
-from .groups import Group, find_links, group_index
-from .messages import LazyMessages, Message, MessageLike, MessageView, normalized, scanned
+from .groups import Group, SparseKinds, find_links, group_index
+from .messages import Message, MessageLike, MessageView, normalized, scanned
 from .tokens import (
     ChatFormatProfile,
     TokenCounter,
@@ -73,8 +73,9 @@ class ShiftResult:
 
     Args:
         kept: the messages to send, in prompt order.
-        excluded: the messages left out, in removal order (a list, or, when the prompt came as dicts, a
-            read-only sequence whose messages are built when read; it equals the list and pickles as one).
+        excluded: the messages left out, in removal order (a shift makes it a read-only sequence that reads
+            them from the prompt by position, building a dict's message only when read; it equals the list
+            and pickles and copies as one).
         truncated: replacements (summaries) kept instead of the messages they stand for.
         tokens: a fresh count of ``kept``.
         reasons: every input message id's reason (``protected``, ``fit``, ``context-shift``...).
@@ -207,9 +208,13 @@ class Prompt:
         self.additive = not self._profile or self._chat_format
         self._groups: list[Group] | None = None
         if groups is None:
-            if kinds is None:
-                kinds = list(map(_kind, self.messages))
-            links = find_links(self.messages, kinds, links=read_links)
+            specials: list[int] | None = None
+            found: list[int] | SparseKinds | None = kinds
+            if found is None:  # Message objects: the kinds of the few whose kind is not 0
+                built = self.messages
+                specials = list(compress(range(len(built)), map(_kind, built)))
+                found = SparseKinds(zip(specials, map(_kind, map(built.__getitem__, specials)), strict=True))
+            links = find_links(self.messages, found, specials, links=read_links)
             assert links is not None  # strict: a malformed message raised
             self.multi: dict[int, list[int]] = links.multi
             self.root_of: dict[int, int] = links.root_of
@@ -484,8 +489,7 @@ def shift_prompt(
     if candidates is None and label is None and between is not None:
         # Oldest first, consecutive groups: the positions up to the first that stays, less the other groups.
         if overflowed:
-            span = range(staying[0] if staying else size)
-            removal += filterfalse(between.__contains__, span) if between else span
+            removal += _span_without(range(staying[0] if staying else size), between)
         leaving = []
     else:
         if candidates is None:
@@ -507,6 +511,23 @@ def shift_prompt(
     return Removal(removed=removal, kept=kept, tokens=tokens, codes=codes)
 
 
+def _span_without(span: range, between: set[int]) -> list[int]:
+    """The positions of ``span`` not in ``between``: a list of the range with the few in it deleted (a
+    filter only when there are many)."""
+    inside = [p for p in between if p in span] if len(between) <= _FEW else None
+    if inside is None or len(inside) > _FEW:
+        return list(filterfalse(between.__contains__, span))
+    out = list(span)
+    start = span.start
+    for position in sorted(inside, reverse=True):
+        del out[position - start]
+    return out
+
+
+#: How many positions _span_without deletes one by one.
+_FEW = 16
+
+
 def _with_members(
     roots: list[int], multi: Mapping[int, list[int]], ascending: bool, between: set[int] | None = None
 ) -> list[int]:
@@ -520,8 +541,7 @@ def _with_members(
     if between is not None and roots:
         last = roots[-1]
         members = multi.get(last)
-        span = range(roots[0], (last if members is None else members[-1]) + 1)
-        return list(filterfalse(between.__contains__, span)) if between else list(span)
+        return _span_without(range(roots[0], (last if members is None else members[-1]) + 1), between)
     if ascending:
         splits = []
         for root in multi:
@@ -609,11 +629,7 @@ def build_result(
     kept = list(map(messages.__getitem__, kept_positions))
     fields: dict[str, Any] = {
         "kept": kept,
-        "excluded": (
-            MessageView(messages, removed)
-            if isinstance(messages, LazyMessages)
-            else list(map(messages.__getitem__, removed))
-        ),
+        "excluded": MessageView(messages, removed),
         "truncated": [],
         "tokens": outcome.tokens,
         "reasons": reasons,
