@@ -11,8 +11,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, filterfalse, islice, repeat
-from operator import attrgetter
-from typing import Any, cast
+from operator import attrgetter, eq
+from typing import Any, cast, overload
 
 from .errors import TokenBudgetExceeded
 from .groups import Group, SparseKinds, find_links, group_index
@@ -388,6 +388,64 @@ class Plan:
     reason: Callable[[Group], str] | None = None
 
 
+class Span(Sequence[int]):
+    """The positions of a range less a few, ascending, without a list of them: what leaves a shift that drops
+    everything before the first group it keeps (the excluded messages are read through it by position).
+
+    Compares equal to the list of the same positions; it pickles and copies as that list.
+    """
+
+    __slots__ = ("_gaps", "_span")
+
+    def __init__(self, span: range, gaps: Iterable[int] = ()) -> None:
+        self._span = span
+        self._gaps = sorted(p for p in gaps if p in span)
+
+    def __len__(self) -> int:
+        return len(self._span) - len(self._gaps)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("Span index out of range")
+        position = self._span.start + index
+        for gap in self._gaps:  # each gap at or before the position moves it one further
+            if gap > position:
+                break
+            position += 1
+        return position
+
+    def __iter__(self) -> Iterator[int]:
+        gaps = self._gaps
+        if not gaps:
+            return iter(self._span)
+        return filterfalse(set(gaps).__contains__, self._span)
+
+    def __contains__(self, position: object) -> bool:
+        return position in self._span and position not in self._gaps
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(map(eq, self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+
 @dataclass(frozen=True, slots=True)
 class Removal:
     """What one shift removed (positions in removal order) and kept (in prompt order), and the kept count.
@@ -395,7 +453,7 @@ class Removal:
     ``codes`` holds the reason of every removed position whose reason is not ``context-shift``.
     """
 
-    removed: list[int]
+    removed: Sequence[int]  # a list, or a Span
     kept: list[int]
     tokens: int
     codes: dict[int, str] = field(default_factory=dict)
@@ -485,11 +543,17 @@ def shift_prompt(
     staying = walked[::-1]
     codes: dict[int, str] = dict(plan.removed)
     removal: list[int] = list(codes)
+    leaves: Sequence[int] = removal
     label = plan.reason
     if candidates is None and label is None and between is not None:
-        # Oldest first, consecutive groups: the positions up to the first that stays, less the other groups.
+        # Oldest first, consecutive groups: the positions up to the first that stays, less the other groups
+        # (a Span of them when nothing was taken out before: no list, and no int object, per position).
         if overflowed:
-            removal += _span_without(range(staying[0] if staying else size), between)
+            span = range(staying[0] if staying else size)
+            if removal:
+                removal += _span_without(span, between)
+            else:
+                leaves = Span(span, between)
         leaving = []
     else:
         if candidates is None:
@@ -508,7 +572,7 @@ def shift_prompt(
         tokens = 0
     elif not prompt.additive:
         tokens = prompt.fresh_count(kept)
-    return Removal(removed=removal, kept=kept, tokens=tokens, codes=codes)
+    return Removal(removed=leaves, kept=kept, tokens=tokens, codes=codes)
 
 
 def _span_without(span: range, between: set[int]) -> list[int]:
