@@ -103,3 +103,28 @@ def test_results_built_from_one_prompt_have_reasons_of_their_own() -> None:
     first.reasons["u2"] = "changed"
     assert second.reasons["u2"] == "protected"
     assert shift_context(CONVERSATION, lambda s: len(s) // 4, 1000).reasons["u2"] == "protected"
+
+
+def test_the_positions_a_shift_drops_read_like_their_list() -> None:
+    import copy
+    import pickle
+    import random
+
+    from contextshift.core.shifting import Span
+
+    rng = random.Random(12)
+    for _ in range(300):
+        start = rng.randint(0, 20)
+        span = range(start, rng.randint(start, 50))
+        gaps = set(rng.sample(range(-3, 55), rng.randint(0, 6)))
+        positions = Span(span, gaps)
+        listed = [p for p in span if p not in gaps]
+        assert list(positions) == listed and len(positions) == len(listed)
+        assert positions == listed and listed == positions and positions != [*listed, 99]
+        assert [positions[i] for i in range(len(listed))] == listed
+        assert [positions[i - len(listed)] for i in range(len(listed))] == listed
+        assert positions[1:-1] == listed[1:-1] and positions[::-1] == listed[::-1]
+        assert all((p in positions) == (p in listed) for p in range(-3, 55))
+        assert pickle.loads(pickle.dumps(positions)) == listed and type(copy.deepcopy(positions)) is list
+        with pytest.raises(IndexError):
+            positions[len(listed)]
