@@ -44,6 +44,13 @@ def kinds_of(messages: Sequence[Message]) -> list[int]:
     return list(map(_kind, messages))
 
 
+class SparseKinds(dict[int, int]):
+    """Each position's ``_kind`` bits, held only for the positions whose kind is not 0 (any other reads 0)."""
+
+    def __missing__(self, position: int) -> int:
+        return 0
+
+
 class Links(NamedTuple):
     """The groups of two or more members of a prompt; every other position is a singleton."""
 
@@ -59,13 +66,14 @@ class Links(NamedTuple):
 
 def find_links(
     messages: Sequence[Message],
-    kinds: Sequence[int],
+    kinds: Sequence[int] | SparseKinds,
     specials: Sequence[int] | None = None,
     *,
     strict: bool = True,
     links: Sequence[tuple[str, ...] | None] | None = None,
 ) -> Links | None:
-    """The multi-member groups of ``messages``. ``specials``: the positions whose kind is not 0 (ascending).
+    """The multi-member groups of ``messages``. ``kinds``: each message's kind bits (a list, or a
+    :class:`SparseKinds`). ``specials``: the positions whose kind is not 0 (ascending).
     ``links``: each message's ``_links``, where they were read without building the messages.
 
     A malformed message (see ``KIND_MALFORMED``) raises what deriving its link ids raises, or, when not
@@ -73,7 +81,7 @@ def find_links(
     an id-less tool result, the messages scanned back for its assistant).
     """
     if specials is None:
-        specials = list(compress(range(len(kinds)), kinds))
+        specials = sorted(kinds) if isinstance(kinds, SparseKinds) else list(compress(range(len(kinds)), kinds))
     # Union-find over the positions that joined a group. Positions are visited in ascending order and the
     # smaller root always wins, so a group's root is its earliest member.
     parent: dict[int, int] = {}

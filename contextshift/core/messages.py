@@ -809,7 +809,8 @@ class LazyMessages(Sequence[Message]):
 
 
 class MessageView(Sequence[Message]):
-    """Some messages of a :class:`LazyMessages`, by position, built only when read (a result's ``excluded``).
+    """Some messages of a prompt, by position, read only when asked for (a result's ``excluded``): of a
+    :class:`LazyMessages`, they are built then.
 
     Compares equal to a list of the same messages; it pickles and copies as a list.
     """

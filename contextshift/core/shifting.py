@@ -8,15 +8,15 @@ the number of messages (S8), and the reported ``tokens`` is a fresh count of wha
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse
-from operator import attrgetter
-from typing import Any
+from itertools import chain, compress, filterfalse, islice, repeat
+from operator import attrgetter, eq
+from typing import Any, cast, overload
 
 from .errors import TokenBudgetExceeded
-from .groups import Group, find_links, group_index
-from .messages import LazyMessages, Message, MessageLike, MessageView, normalized, scanned
+from .groups import Group, SparseKinds, find_links, group_index
+from .messages import Message, MessageLike, MessageView, normalized, scanned
 from .tokens import (
     ChatFormatProfile,
     TokenCounter,
@@ -73,8 +73,9 @@ class ShiftResult:
 
     Args:
         kept: the messages to send, in prompt order.
-        excluded: the messages left out, in removal order (a list, or, when the prompt came as dicts, a
-            read-only sequence whose messages are built when read; it equals the list and pickles as one).
+        excluded: the messages left out, in removal order (a shift makes it a read-only sequence that reads
+            them from the prompt by position, building a dict's message only when read; it equals the list
+            and pickles and copies as one).
         truncated: replacements (summaries) kept instead of the messages they stand for.
         tokens: a fresh count of ``kept``.
         reasons: every input message id's reason (``protected``, ``fit``, ``context-shift``...).
@@ -142,9 +143,13 @@ def check_budget(budget: object) -> int:
     return budget
 
 
-def _additive(counter: Counter) -> bool:
-    """Whether the sum of message costs is the whole-prompt count (true for callables and our profiles)."""
-    return not isinstance(counter, TokenizerProfile) or isinstance(counter, ChatFormatProfile)
+def _own_ids(messages: Sequence[Message]) -> dict[str, str] | None:
+    """The ids of ``messages`` (all ``Message`` objects), each mapped to :data:`CONTEXT_SHIFT`, when each has
+    an id of its own and no two share one (the prompt is then used as it is), else None. Checked at C speed:
+    no Python code runs per message. The dict is the template of a result's ``reasons`` (see
+    :attr:`Prompt.id_keys`)."""
+    keys = dict.fromkeys(map(_message_id, messages), CONTEXT_SHIFT)  # a Message's id is always a str
+    return keys if len(keys) == len(messages) and "" not in keys else None
 
 
 #: How many positions a batch-counting profile counts in its first batch; every later batch is twice as big.
@@ -174,41 +179,62 @@ class Prompt:
         lazy: bool = False,
     ) -> None:
         check_overhead(per_message_overhead)
-        if not isinstance(counter, TokenizerProfile):
+        # What kind of counter this is, decided once (a runtime-checkable Protocol's isinstance is slow).
+        self._chat_format = isinstance(counter, ChatFormatProfile)
+        self._profile = self._chat_format or isinstance(counter, TokenizerProfile)
+        if not self._profile:
             check_counter(counter)
         self.messages: Sequence[Message]
-        self.ids: list[str]
+        self._ids: list[str] | None
         kinds: list[int] | None = None
         read_links: list[tuple[str, ...] | None] | None = None
         if lazy and not isinstance(messages, list | tuple | str | bytes | Mapping):
             messages = list(messages)  # read once: a generator is not read twice
-        if lazy and groups is None and set(map(type, messages)) - {Message}:
-            self.messages, self.ids, kinds, read_links = scanned(messages)
+        only_messages = isinstance(messages, list | tuple) and set(map(type, messages)) == {Message}
+        self._id_keys: dict[str, str] | None = None
+        #: Set by a caller that builds one result of this prompt and drops it (see context_shift_reasons).
+        self.single_result = False
+        ids = _own_ids(cast(Sequence[Message], messages)) if only_messages else None
+        if ids is not None:  # Message objects with ids of their own: nothing to convert
+            # Their ids are read from the messages when asked for (see id_at): no second list of them.
+            self.messages, self._ids = list(cast(Sequence[Message], messages)), None
+            self._id_keys = ids
+        elif lazy and groups is None and not only_messages and len(messages):
+            self.messages, self._ids, kinds, read_links = scanned(messages)
         else:
-            self.messages, self.ids = normalized(messages)
+            self.messages, self._ids = normalized(messages)
         self.counter = counter
         self.per_message_overhead = per_message_overhead
-        self.additive = _additive(counter)
+        self.additive = not self._profile or self._chat_format
         self._groups: list[Group] | None = None
         if groups is None:
-            if kinds is None:
-                kinds = list(map(_kind, self.messages))
-            links = find_links(self.messages, kinds, links=read_links)
+            specials: list[int] | None = None
+            found: list[int] | SparseKinds | None = kinds
+            if found is None:  # Message objects: the kinds of the few whose kind is not 0
+                built = self.messages
+                specials = list(compress(range(len(built)), map(_kind, built)))
+                found = SparseKinds(zip(specials, map(_kind, map(built.__getitem__, specials)), strict=True))
+            links = find_links(self.messages, found, specials, links=read_links)
             assert links is not None  # strict: a malformed message raised
             self.multi: dict[int, list[int]] = links.multi
             self.root_of: dict[int, int] = links.root_of
+            #: Whether some group's members are not consecutive positions.
+            self.scattered = bool(links.scattered)
             roots: set[int] = set()
             for position in links.protected:
                 roots.add(self.root_of.get(position, position))
         else:
             self._groups = sorted(groups, key=lambda g: g.first)
             self.multi, self.root_of, roots = {}, {}, set()
+            self.scattered = False
             for group in self._groups:
                 members = list(group.members)
                 if len(members) > 1:
                     self.multi[members[0]] = members
                     for position in members:
                         self.root_of[position] = members[0]
+                    if members[-1] - members[0] != len(members) - 1:
+                        self.scattered = True
                 if group.protected:
                     roots.add(members[0])
         #: The roots (earliest members) of the protected groups, and every member of those groups, ascending.
@@ -256,6 +282,32 @@ class Prompt:
             self._position = dict(zip(self.ids, range(len(self.ids)), strict=True))
         return self._position
 
+    @property
+    def ids(self) -> list[str]:
+        """Every message's id, in prompt order."""
+        if self._ids is None:
+            self._ids = list(map(_message_id, self.messages))
+        return self._ids
+
+    def ids_at(self, positions: Iterable[int]) -> Iterator[str]:
+        """The ids of the messages at ``positions`` (read from the messages when the ids were not listed, so
+        a shift that reads a few ids never lists them all)."""
+        if self._ids is not None:
+            return map(self._ids.__getitem__, positions)
+        return map(_message_id, map(self.messages.__getitem__, positions))
+
+    def context_shift_reasons(self) -> dict[str, str]:
+        """A new dict of every message id, in prompt order, mapped to :data:`CONTEXT_SHIFT`: a copy of the
+        one the ids were checked with (a memory copy, no hashing), or that dict itself when the prompt is
+        made for one result only (``single_result``, so that the two never take memory side by side)."""
+        keys = self._id_keys
+        if keys is None:
+            return dict.fromkeys(self.ids, CONTEXT_SHIFT)
+        if self.single_result:
+            self._id_keys = None
+            return keys
+        return keys.copy()
+
     def group_of(self, message_id: str) -> Group:
         root = self.root(self.position[message_id])
         return Group(tuple(self.members(root)), root in self.protected_roots)
@@ -269,10 +321,10 @@ class Prompt:
             counter = self.counter
             if not self.messages:
                 self._fixed = 0
-            elif isinstance(counter, ChatFormatProfile):
-                self._fixed = counter.reply_priming
-            elif isinstance(counter, TokenizerProfile):
-                self._fixed = checked_count(counter.count_messages([]), "(empty prompt)")
+            elif self._chat_format:
+                self._fixed = cast(ChatFormatProfile, counter).reply_priming
+            elif self._profile:
+                self._fixed = checked_count(cast(TokenizerProfile, counter).count_messages([]), "(empty prompt)")
             else:
                 self._fixed = 0
         return self._fixed
@@ -284,17 +336,16 @@ class Prompt:
         if not todo:
             return
         messages, counter = self.messages, self.counter
-        chunk = [messages[p] for p in todo]
+        chunk = list(map(messages.__getitem__, todo))
         counted: list[int]
-        if isinstance(counter, ChatFormatProfile):
-            counted = profile_costs(counter, chunk)
-        elif isinstance(counter, TokenizerProfile):
-            empty = self.fixed
-            counted = [max(0, checked_count(counter.count_messages([m]), m.id) - empty) for m in chunk]
+        if self._chat_format:
+            counted = profile_costs(cast(ChatFormatProfile, counter), chunk)
+        elif self._profile:
+            empty, count_messages = self.fixed, cast(TokenizerProfile, counter).count_messages
+            counted = [max(0, checked_count(count_messages([m]), m.id) - empty) for m in chunk]
         else:
-            counted = callable_costs(chunk, counter, self.per_message_overhead, self._memo)
-        for position, cost in zip(todo, counted, strict=True):
-            costs[position] = cost
+            counted = callable_costs(chunk, cast(TokenCounter, counter), self.per_message_overhead, self._memo)
+        costs.update(zip(todo, counted, strict=True))
 
     def cost(self, position: int) -> int:
         cost = self._costs.get(position)
@@ -337,6 +388,64 @@ class Plan:
     reason: Callable[[Group], str] | None = None
 
 
+class Span(Sequence[int]):
+    """The positions of a range less a few, ascending, without a list of them: what leaves a shift that drops
+    everything before the first group it keeps (the excluded messages are read through it by position).
+
+    Compares equal to the list of the same positions; it pickles and copies as that list.
+    """
+
+    __slots__ = ("_gaps", "_span")
+
+    def __init__(self, span: range, gaps: Iterable[int] = ()) -> None:
+        self._span = span
+        self._gaps = sorted(p for p in gaps if p in span)
+
+    def __len__(self) -> int:
+        return len(self._span) - len(self._gaps)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        size = len(self)
+        if index < 0:
+            index += size
+        if not 0 <= index < size:
+            raise IndexError("Span index out of range")
+        position = self._span.start + index
+        for gap in self._gaps:  # each gap at or before the position moves it one further
+            if gap > position:
+                break
+            position += 1
+        return position
+
+    def __iter__(self) -> Iterator[int]:
+        gaps = self._gaps
+        if not gaps:
+            return iter(self._span)
+        return filterfalse(set(gaps).__contains__, self._span)
+
+    def __contains__(self, position: object) -> bool:
+        return position in self._span and position not in self._gaps
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(self) == len(other) and all(map(eq, self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+
 @dataclass(frozen=True, slots=True)
 class Removal:
     """What one shift removed (positions in removal order) and kept (in prompt order), and the kept count.
@@ -344,7 +453,7 @@ class Removal:
     ``codes`` holds the reason of every removed position whose reason is not ``context-shift``.
     """
 
-    removed: list[int]
+    removed: Sequence[int]  # a list, or a Span
     kept: list[int]
     tokens: int
     codes: dict[int, str] = field(default_factory=dict)
@@ -388,14 +497,23 @@ def shift_prompt(
     size = len(prompt.messages)
     # The candidates (roots of unprotected groups, the first to leave first) and what stays anyway.
     stays: list[int]
+    # The positions of the groups that are not candidates, when the candidates are the roots in ascending
+    # order of groups whose members are consecutive: then the members of any run of candidates are the
+    # positions from its first root to its last member less these (see _with_members).
+    between: set[int] | None = None
+    candidates: list[int] | None = None  # None: every root not in ``skip``, ascending (read as walked)
+    skip: set[int] = set()
     if plan.order is None:
-        skip = protected_roots | pre_gone | {p for p, root in root_of.items() if p != root}
-        candidates = list(filterfalse(skip.__contains__, range(size))) if skip else list(range(size))
+        skip = {p for p, root in root_of.items() if p != root}  # the groups' later members
+        skip |= protected_roots
+        skip |= pre_gone
         if pre_gone:
             left = (p for r in pre_gone for p in prompt.members(r) if p not in gone)
             stays = sorted({*prompt.protected_members, *left})
         else:
             stays = prompt.protected_members
+        if not prompt.scattered:
+            between = {*prompt.protected_members, *(p for r in pre_gone for p in prompt.members(r))}
     else:
         groups = prompt.groups
         seen: set[int] = set()
@@ -415,31 +533,79 @@ def shift_prompt(
         protected_total = prompt.fresh_count(protected)
     if protected_total > budget:
         raise TokenBudgetExceeded(protected_total, budget)
-    cut, tokens = _walk(prompt, budget, candidates, stays)
-    # Every candidate up to the one that overflowed leaves, in that order; the rest stays.
+    if candidates is None:  # the roots newest first, read only as far as the walk goes
+        newest_first: Iterator[int] = filterfalse(skip.__contains__, range(size - 1, -1, -1))
+    else:
+        newest_first = reversed(candidates)
+    walked, overflowed, tokens = _walk(prompt, budget, newest_first, stays)
+    # Every candidate before the ones walked leaves, in the plan's order; the rest stays.
     ascending = plan.order is None
-    leaving, staying = candidates[: cut + 1], candidates[cut + 1 :]
+    staying = walked[::-1]
     codes: dict[int, str] = dict(plan.removed)
     removal: list[int] = list(codes)
+    leaves: Sequence[int] = removal
     label = plan.reason
+    if candidates is None and label is None and between is not None:
+        # Oldest first, consecutive groups: the positions up to the first that stays, less the other groups
+        # (a Span of them when nothing was taken out before: no list, and no int object, per position).
+        if overflowed:
+            span = range(staying[0] if staying else size)
+            if removal:
+                removal += _span_without(span, between)
+            else:
+                leaves = Span(span, between)
+        leaving = []
+    else:
+        if candidates is None:
+            candidates = list(filterfalse(skip.__contains__, range(size)))
+        leaving = candidates[: len(candidates) - len(walked)]
     if label is None:
-        removal += _with_members(leaving, multi, ascending) if multi else leaving
+        removal += _with_members(leaving, multi, ascending, between) if multi else leaving
     else:
         for root in leaving:
             members = prompt.members(root)
             codes.update(dict.fromkeys(members, label(Group(tuple(members), False))))
             removal += members
-    staying = _with_members(staying, multi, ascending) if multi else staying
+    staying = _with_members(staying, multi, ascending, between) if multi else staying
     kept = sorted([*stays, *staying]) if stays or not ascending or multi else staying
     if not kept:
         tokens = 0
     elif not prompt.additive:
         tokens = prompt.fresh_count(kept)
-    return Removal(removed=removal, kept=kept, tokens=tokens, codes=codes)
+    return Removal(removed=leaves, kept=kept, tokens=tokens, codes=codes)
 
 
-def _with_members(roots: list[int], multi: Mapping[int, list[int]], ascending: bool) -> list[int]:
-    """Every member of the groups of ``roots``, group by group: the runs of singletons are sliced whole."""
+def _span_without(span: range, between: set[int]) -> list[int]:
+    """The positions of ``span`` not in ``between``: a list of the range with the few in it deleted (a
+    filter only when there are many)."""
+    inside = [p for p in between if p in span] if len(between) <= _FEW else None
+    if inside is None or len(inside) > _FEW:
+        return list(filterfalse(between.__contains__, span))
+    out = list(span)
+    start = span.start
+    for position in sorted(inside, reverse=True):
+        del out[position - start]
+    return out
+
+
+#: How many positions _span_without deletes one by one.
+_FEW = 16
+
+
+def _with_members(
+    roots: list[int], multi: Mapping[int, list[int]], ascending: bool, between: set[int] | None = None
+) -> list[int]:
+    """Every member of the groups of ``roots``, group by group: the runs of singletons are sliced whole.
+
+    ``between``: when ``roots`` are consecutive candidates in ascending order and every group's members are
+    consecutive positions, the positions of the groups that are not candidates. Group by group is then
+    prompt order, and the members are every position from the first root to the last root's last member
+    that is not in ``between`` (found at C speed, without looking at each group).
+    """
+    if between is not None and roots:
+        last = roots[-1]
+        members = multi.get(last)
+        return _span_without(range(roots[0], (last if members is None else members[-1]) + 1), between)
     if ascending:
         splits = []
         for root in multi:
@@ -462,43 +628,48 @@ def _with_members(roots: list[int], multi: Mapping[int, list[int]], ascending: b
     return out
 
 
-def _walk(prompt: Prompt, budget: int, candidates: Sequence[int], stays: Sequence[int]) -> tuple[int, int]:
-    """The index of the last candidate that leaves (-1: none), walking from the last candidate back, and
-    (for an additive counter) the cost of everything that stays."""
+def _walk(
+    prompt: Prompt, budget: int, newest_first: Iterator[int], stays: Sequence[int]
+) -> tuple[list[int], bool, int]:
+    """Walk the candidate roots from the last of the plan's order back, keeping each group while the prompt
+    fits: the roots kept (in walk order), whether the walk stopped at a group that did not fit, and (for an
+    additive counter) the cost of everything that stays. The candidates are read only as far as the walk
+    goes, and counted a batch at a time."""
     if prompt.additive:
         prompt.count(stays)
-        cost = prompt.cost
-        total = sum(map(cost, stays))
+        costs = prompt._costs
+        total = sum(map(costs.__getitem__, stays))
         fixed = prompt.fixed
         if stays:
             total += fixed
             fixed = 0  # charged once, with the first message that stays
-        batch, counted_down_to = _FIRST_BATCH, len(candidates)
         multi = prompt.multi
-        for index in range(len(candidates) - 1, -1, -1):
-            if index < counted_down_to:  # count a batch of the candidates from here back
-                low = max(0, index + 1 - batch)
-                chunk = candidates[low : index + 1]
-                prompt.count([p for root in chunk for p in multi.get(root, (root,))] if multi else chunk)
-                counted_down_to, batch = low, batch * 2
-            root = candidates[index]
-            members = multi.get(root)
-            group_cost = cost(root) if members is None else sum(map(cost, members))
-            if total + group_cost + fixed > budget:
-                return index, total
-            total += group_cost + fixed
-            fixed = 0
-        return -1, total
+        walked: list[int] = []
+        batch = _FIRST_BATCH
+        while chunk := list(islice(newest_first, batch)):
+            # Each root's group, or the root alone (``zip`` makes its 1-tuple): no Python code per root.
+            prompt.count(list(chain.from_iterable(map(multi.get, chunk, zip(chunk)))) if multi else chunk)
+            batch *= 2
+            for root in chunk:
+                members = multi.get(root)
+                group_cost = costs[root] if members is None else sum(map(costs.__getitem__, members))
+                if total + group_cost + fixed > budget:
+                    return walked, True, total
+                total += group_cost + fixed
+                fixed = 0
+                walked.append(root)
+        return walked, False, total
     # A profile whose whole-prompt count is not the sum of its messages: only its own count decides.
+    candidates = list(newest_first)
     kept = list(stays)
     if prompt.fresh_count(sorted(kept + [p for r in candidates for p in prompt.members(r)])) <= budget:
-        return -1, 0
-    for index in range(len(candidates) - 1, -1, -1):
-        trial = kept + prompt.members(candidates[index])
+        return candidates, False, 0
+    for index, root in enumerate(candidates):
+        trial = kept + prompt.members(root)
         if prompt.fresh_count(sorted(trial)) > budget:
-            return index, 0
+            return candidates[:index], True, 0
         kept = trial
-    return -1, 0
+    return candidates, False, 0
 
 
 def build_result(
@@ -511,26 +682,18 @@ def build_result(
     **changes: Any,
 ) -> ShiftResult:
     """The :class:`ShiftResult` of ``outcome`` on ``prompt``; ``changes`` replace any of its fields."""
-    messages, ids = prompt.messages, prompt.ids
+    messages, ids_at = prompt.messages, prompt.ids_at
     removed, kept_positions = outcome.removed, outcome.kept
-    if len(removed) > len(kept_positions):  # mostly removed: start from the removal's reason
-        reasons = dict.fromkeys(ids, CONTEXT_SHIFT)
-        reasons.update(dict.fromkeys(map(ids.__getitem__, kept_positions), FIT))
-    else:
-        reasons = dict.fromkeys(ids, FIT)
-        reasons.update(dict.fromkeys(map(ids.__getitem__, removed), CONTEXT_SHIFT))
-    for position, code in outcome.codes.items():
-        reasons[ids[position]] = code
-    for position in prompt.protected_members:
-        reasons[ids[position]] = PROTECTED
+    # Every position is kept or removed: all are context-shift, then the kept ones fit.
+    reasons = prompt.context_shift_reasons()
+    reasons.update(zip(ids_at(kept_positions), repeat(FIT)))
+    codes = outcome.codes
+    reasons.update(zip(ids_at(codes), codes.values(), strict=True))
+    reasons.update(zip(ids_at(prompt.protected_members), repeat(PROTECTED)))
     kept = list(map(messages.__getitem__, kept_positions))
     fields: dict[str, Any] = {
         "kept": kept,
-        "excluded": (
-            MessageView(messages, removed)
-            if isinstance(messages, LazyMessages)
-            else list(map(messages.__getitem__, removed))
-        ),
+        "excluded": MessageView(messages, removed),
         "truncated": [],
         "tokens": outcome.tokens,
         "reasons": reasons,
@@ -583,6 +746,7 @@ def shift_context(
     """
     check_budget(budget)
     prompt = Prompt(messages, count_tokens, per_message_overhead, lazy=True)
+    prompt.single_result = True
     outcome = shift_prompt(prompt, budget)
     return build_result(prompt, outcome, budget, diagnostics=excluded_note(len(outcome.removed)))
 
