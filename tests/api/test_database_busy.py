@@ -2,8 +2,9 @@
 says (N5, V1), never the 500 of an error that escaped.
 
 Another process holds the SQLite file's write lock (a plain ``sqlite3`` connection in ``BEGIN IMMEDIATE``) past the
-service's busy timeout. Both places a request meets the database answer 503: the sign-in's token lookup (in a
-middleware, before any route) and a route's own write. Once the lock is released the same requests succeed.
+service's busy timeout. Both places a request writes answer 503: the sign-in noting a token's use (in a
+middleware, before any route; at most once a minute per token, so a token used within the minute signs in with a
+read) and a route's own write. Reads answer meanwhile. Once the lock is released the same requests succeed.
 SQLite only: PostgreSQL has no file lock another process can hold this way.
 """
 
@@ -71,9 +72,14 @@ def test_a_database_another_process_holds_answers_503_with_retry_after(
 ) -> None:
     document = http.get("/openapi.json").json()
     assert http.post("/api/v2/bots", json={"name": "before"}).status_code == 201
+    unused = http.post("/api/v2/tokens", json={"name": "never used"}).json()["secret"]
     with WriteLock(database_file):
-        assert_busy(http.get("/api/v2/bots"), document, "get", "/api/v2/bots")  # the token lookup waits first
+        # A token never used must note its first use: the sign-in's write waits for the lock, then gives up.
+        first_use = http.get("/api/v2/bots", headers=bearer(unused))
+        assert_busy(first_use, document, "get", "/api/v2/bots")
         assert_busy(http.post("/api/v2/bots", json={"name": "during"}), document, "post", "/api/v2/bots")
+        # A token used within the minute signs in with a read, and a route that only reads answers.
+        assert [b["name"] for b in http.get("/api/v2/bots").json()["bots"]] == ["before"]
         assert http.get("/healthz").status_code == 200  # it reads without waiting for the writer
     assert [b["name"] for b in http.get("/api/v2/bots").json()["bots"]] == ["before"]  # nothing half-written
     assert http.post("/api/v2/bots", json={"name": "after"}).status_code == 201
