@@ -67,6 +67,7 @@ function newChatForm() {
 // -- sidebar: rename a chat in place ---------------------------------------------------------------------
 
 let renaming = null;
+let renameDraft = null;
 
 function focusChatLink(chatId) {
   queueMicrotask(() => document.querySelector(`#sidebar .chat-link[data-chat-id="${CSS.escape(chatId)}"]`)?.focus());
@@ -78,11 +79,14 @@ function renameForm(chat) {
     name: "title",
     maxlength: 500,
     required: true,
-    value: chat.title || chatTitle(chat),
+    value: renameDraft ?? (chat.title || chatTitle(chat)),
     "aria-label": "Chat title",
   });
+  // The sidebar re-renders when the chat list refreshes: what was typed, and the focus, survive it.
+  input.addEventListener("input", () => (renameDraft = input.value));
   const done = () => {
     renaming = null;
+    renameDraft = null;
     renderSidebar();
     focusChatLink(chat.id);
   };
@@ -108,6 +112,7 @@ function renameForm(chat) {
         try {
           const { chat: renamed } = await patch(`/chats/${chat.id}`, { title });
           renaming = null;
+          renameDraft = null;
           store.updateChat(renamed);
           focusChatLink(chat.id);
         } catch (error) {
@@ -248,6 +253,7 @@ function renderSidebar() {
             title: "Rename",
             onclick: () => {
               renaming = chat.id;
+              renameDraft = null;
               renderSidebar();
             },
           },
@@ -257,6 +263,7 @@ function renderSidebar() {
     );
   }
   const hadFocus = document.activeElement === searchInput;
+  const renameFocused = document.activeElement?.closest?.(".rename-chat-form") != null;
   replace(
     sidebar,
     head,
@@ -273,6 +280,7 @@ function renderSidebar() {
     ),
   );
   if (hadFocus) searchInput.focus();
+  if (renameFocused) sidebar.querySelector(".rename-chat-form input")?.focus();
 }
 
 function closeMenu() {
@@ -382,8 +390,10 @@ async function route() {
     const result = await found[1](main, params);
     if (serial === routing) {
       cleanup = result || null;
-      // Keyboard and screen-reader users land in the new view, not on the link they left.
-      if (!main.contains(document.activeElement)) main.focus({ preventScroll: true });
+      // Keyboard and screen-reader users land in the new view, not on the link they left; but a field the user
+      // went on to type in while the view loaded (the sidebar's search or rename) keeps the focus.
+      const active = document.activeElement;
+      if (!main.contains(active) && !active?.matches?.("input, textarea, select")) main.focus({ preventScroll: true });
     } else if (typeof result === "function") result();
   } catch (error) {
     if (serial !== routing) return;

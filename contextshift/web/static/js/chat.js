@@ -563,7 +563,9 @@ export async function chatView(main, [chatId], { store, go }) {
   const found = store.pendingFocus;
   store.pendingFocus = null;
   if (found?.chatId === chat.id && ctx.messageById(found.messageId)) ctx.focusMessage(found.messageId);
-  else composer.focus();
+  else if (!document.activeElement?.matches?.("input, textarea, select") || main.contains(document.activeElement)) {
+    composer.focus(); // not when the user is typing elsewhere while the chat loaded (renaming it in the sidebar)
+  }
 
   return () => {
     st.disposed = true;
