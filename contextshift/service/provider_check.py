@@ -14,7 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from ..providers import ListedModel, ProviderClient, ProviderError, Timeouts
+from ..providers.base import PROVIDER_BAD_REQUEST
 from .provider_hosts import check_provider_url
 
 log = logging.getLogger("contextshift.service")
@@ -58,11 +61,18 @@ async def list_models(
     chosen = dict(options)
     if "timeouts" not in chosen:  # the service's own timeouts when it was given some (the tests' short ones)
         chosen["timeouts"] = Timeouts.for_provider(min(endpoint.timeout_seconds, CHECK_TIMEOUT_MAX), total_factor=1)
-    client = factory(endpoint.kind, endpoint.base_url, endpoint.api_key, **chosen)
     try:
-        return await client.list_models()
-    finally:
-        await client.aclose()
+        client = factory(endpoint.kind, endpoint.base_url, endpoint.api_key, **chosen)
+        try:
+            return await client.list_models()
+        finally:
+            await client.aclose()
+    except ProviderError:
+        raise
+    except (ValueError, TypeError, httpx.HTTPError):  # a URL or key httpx cannot send (e.g. a non-ASCII key)
+        raise ProviderError(
+            PROVIDER_BAD_REQUEST, "The provider could not be asked: its base URL or API key cannot be sent as given."
+        ) from None
 
 
 async def check(endpoint: Endpoint, factory: Callable[..., ProviderClient], options: Mapping[str, Any]) -> CheckResult:

@@ -203,3 +203,12 @@ async def test_the_test_of_unsaved_values_has_a_path_of_its_own(service: Service
     """Not /providers/test: a provider's own path would take "test" for an id and advertise its methods."""
     response = await service.http.get("/api/v2/provider-tests")
     assert response.status_code == 405 and response.headers["allow"] == "POST"
+
+
+async def test_a_key_that_cannot_be_sent_is_reported_not_a_server_error(service: Service) -> None:
+    typed = {"kind": "openai", "base_url": service.fake.base_url, "api_key": "ключ"}  # not ASCII: no header holds it
+    response = await service.http.post("/api/v2/provider-tests", json=typed)
+    assert response.status_code == 200, response.text
+    test = response.json()["test"]
+    assert (test["ok"], test["code"]) == (False, "PROVIDER_BAD_REQUEST") and "ключ" not in response.text
+    assert service.fake.model_requests == []  # nothing was sent
