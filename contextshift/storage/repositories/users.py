@@ -36,6 +36,12 @@ _USER_FIELDS: dict[str, Validator] = {
     "disabled": boolean,
 }
 
+#: What an API token's owner may change (``TokenRepository.update``).
+_TOKEN_FIELDS: dict[str, Validator] = {
+    "name": partial(text_value, max_length=200),
+    "context_strategy": partial(optional_text, max_length=100),
+}
+
 
 def new_secret() -> str:
     """A fresh token secret: ``cs_`` and 43 URL-safe characters (256 bits)."""
@@ -225,10 +231,7 @@ class TokenRepository:
         row = await self.session.get(ApiTokenRow, token_id)
         if row is None or row.user_id != user_id or row.kind != "api":
             return None
-        if "name" in changes:
-            row.name = text_value("name", changes["name"], max_length=200)
-        if "context_strategy" in changes:
-            row.context_strategy = optional_text("context_strategy", changes["context_strategy"], max_length=100)
+        apply_changes(row, changes, _TOKEN_FIELDS)
         await self.session.flush()
         return row
 

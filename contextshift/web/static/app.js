@@ -2,7 +2,7 @@
 
 import { ApiError, get, patch, post } from "./js/api.js";
 import { chatTitle, go, store } from "./js/store.js";
-import { badge, clear, debounce, field, h, replace, select, toast } from "./js/dom.js";
+import { badge, clear, debounce, field, h, replace, select, toast, typingOutside } from "./js/dom.js";
 import { chatView } from "./js/chat.js";
 import { botsView, botView, newBotView } from "./js/bots.js";
 import { providersView } from "./js/providers.js";
@@ -392,8 +392,7 @@ async function route() {
       cleanup = result || null;
       // Keyboard and screen-reader users land in the new view, not on the link they left; but a field the user
       // went on to type in while the view loaded (the sidebar's search or rename) keeps the focus.
-      const active = document.activeElement;
-      if (!main.contains(active) && !active?.matches?.("input, textarea, select")) main.focus({ preventScroll: true });
+      if (!main.contains(document.activeElement) && !typingOutside(main)) main.focus({ preventScroll: true });
     } else if (typeof result === "function") result();
   } catch (error) {
     if (serial !== routing) return;

@@ -2,7 +2,7 @@
 // streaming replies with a stop button, and the side panel (session status, prompt view).
 
 import { del, generate, get, optional, patch, post } from "./api.js";
-import { badge, debounce, h, replace, tabs, toast } from "./dom.js";
+import { badge, debounce, h, replace, tabs, toast, typingOutside } from "./dom.js";
 import { chatTitle, modelLabel } from "./store.js";
 import { errorWords } from "./words.js";
 import { promptView, renderStatus } from "./inspector.js";
@@ -563,9 +563,7 @@ export async function chatView(main, [chatId], { store, go }) {
   const found = store.pendingFocus;
   store.pendingFocus = null;
   if (found?.chatId === chat.id && ctx.messageById(found.messageId)) ctx.focusMessage(found.messageId);
-  else if (!document.activeElement?.matches?.("input, textarea, select") || main.contains(document.activeElement)) {
-    composer.focus(); // not when the user is typing elsewhere while the chat loaded (renaming it in the sidebar)
-  }
+  else if (!typingOutside(main)) composer.focus(); // not when the user went on to rename the chat in the sidebar
 
   return () => {
     st.disposed = true;

@@ -93,6 +93,12 @@ export function select(options, value, attrs = {}) {
 }
 
 const numberFormat = new Intl.NumberFormat("en");
+/** Whether the user is typing in a field outside `container`: a view that just loaded must not take that focus. */
+export function typingOutside(container) {
+  const active = document.activeElement;
+  return Boolean(active?.matches?.("input, textarea, select")) && !container.contains(active);
+}
+
 export function num(value) {
   return value === null || value === undefined ? "—" : numberFormat.format(value);
 }
