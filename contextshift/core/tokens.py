@@ -93,6 +93,24 @@ class CountCache:
             self._entries.move_to_end(text)
         return value
 
+    def get_many(self, texts: Sequence[str]) -> list[int | None]:
+        """:meth:`get` of each text, in one pass (an empty text counts 0 and is not looked up)."""
+        entries = self._entries
+        found = entries.get
+        out = [found(t) if t else 0 for t in texts]
+        move = entries.move_to_end
+        hits = 0
+        for text, value in zip(texts, out, strict=True):
+            if value is not None and text:
+                hits += 1
+                try:  # noqa: SIM105 (a try costs nothing here; suppress() would be a context manager per text)
+                    move(text)
+                except KeyError:  # another thread (a compaction pass) evicted it meanwhile
+                    pass
+        self.hits += hits
+        self.misses += sum(1 for value in out if value is None)
+        return out
+
     def put(self, text: str, value: int) -> None:
         self._entries[text] = value
         if len(self._entries) > self.limit:
@@ -186,7 +204,7 @@ class ChatFormatProfile:
         Returns:
             Their tokens, in the same order.
         """
-        out: list[int | None] = [self.cache.get(t) if t else 0 for t in texts]
+        out = self.cache.get_many(texts)
         missing = [i for i, value in enumerate(out) if value is None]
         if missing:
             fresh = self.count_texts([texts[i] for i in missing])
@@ -367,7 +385,13 @@ def callable_costs(
 def profile_costs(profile: ChatFormatProfile, messages: Sequence[Message]) -> list[int]:
     """A chat-format profile's cost of each message, its texts counted in one batch."""
     texts = profile.count_many([m.text for m in messages])
-    return [profile.message_tokens(m, t) for m, t in zip(messages, texts, strict=True)]
+    if type(profile).message_tokens is not ChatFormatProfile.message_tokens:
+        return [profile.message_tokens(m, t) for m, t in zip(messages, texts, strict=True)]
+    plain = profile.tokens_per_message  # a message with a string content and no name: framing and text only
+    return [
+        plain + t if type(m.content) is str and not m.name else profile.message_tokens(m, t)
+        for m, t in zip(messages, texts, strict=True)
+    ]
 
 
 def message_costs(
