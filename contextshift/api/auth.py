@@ -24,7 +24,8 @@ from ..service.accounts import SESSION_LIFETIME
 from ..service.errors import Refusal, ServiceError
 from ..storage import Database, Repositories
 from ..storage.database import DatabaseBusy
-from ..storage.repositories.users import stale
+from ..storage.repositories.users import hash_secret, stale
+from ..storage.tables import ApiTokenRow, UserRow
 from ..storage.types import utcnow
 from .errors import error_response, http_headers, http_status
 
@@ -77,10 +78,15 @@ def auth_invalid() -> AuthError:
 async def principal_for(db: Database, secret: str, kind: str = "api") -> Principal | None:
     """The principal a secret stands for, or None when it is not a valid token of that ``kind`` (``api`` for
     bearer tokens, ``session`` for the browser's cookie) of an enabled user."""
-    async with db.session(write=False) as session:  # a read: no turn at the write lock (N5)
-        found = await Repositories(session).tokens.find(secret, touch=False)
+    key = ("sign-in", hash_secret(secret))
+    found: tuple[ApiTokenRow, UserRow] | None = db.reads.get(key)  # kept until a write to tokens or users
     if found is None:
-        return None
+        stamp = db.reads.stamp("api_tokens", "users")
+        async with db.session(write=False) as session:  # a read: no turn at the write lock (N5)
+            found = await Repositories(session).tokens.find(secret, touch=False)
+        if found is None:
+            return None
+        db.reads.put(key, found, stamp)
     token, user = found
     if stale(token):  # at most once a minute per token
         async with db.session() as session:

@@ -58,6 +58,11 @@ class Counting:
 async def counting_for(repos: Repositories, model: ModelRow | None, base: TokenizerProfile) -> Counting:
     """The model's counting now (an unknown or unsaved model: uncalibrated, with the full margin)."""
     calibration = await repos.calibrations.get(model.id, base.name) if model is not None else Calibration()
+    return counting_of(base, calibration)
+
+
+def counting_of(base: TokenizerProfile, calibration: Calibration) -> Counting:
+    """The counting of a model whose calibration under ``base`` is ``calibration``."""
     return Counting(base, calibration, calibrated(base, calibration, base_margin()))
 
 
