@@ -71,7 +71,7 @@ def _positive(body: Mapping[str, Any], key: str) -> int | None:
 
 
 def read_call(
-    body: Any, *, user_id: str, messages_json: list[str] | None = None, clean: bool = False
+    body: Any, *, user_id: str, messages_json: list[bytes] | None = None, clean: bool = False
 ) -> tuple[ProxyCall, bool, dict[str, Any]]:
     """The :class:`ProxyCall` of a Chat Completions body, whether usage was asked for in the stream, and the
     ``contextshift`` extension object (``extra_body={"contextshift": {...}}``). ``messages_json``: each

@@ -15,6 +15,7 @@ import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any
@@ -191,11 +192,30 @@ class EventStream:
         await self.aclose()
 
 
+#: An event the caller wants set once a request's body has been written to the provider's connection (the
+#: endpoint writes its audit then, while the provider works, rather than while the body is being sent).
+request_sent: ContextVar[asyncio.Event | None] = ContextVar("contextshift_request_sent", default=None)
+
+
+async def _trace(event: str, _info: Mapping[str, Any]) -> None:
+    """httpcore's trace hook: sets :data:`request_sent` when the request's body is written."""
+    if event.endswith("send_request_body.complete"):
+        sent = request_sent.get()
+        if sent is not None:
+            sent.set()
+
+
+def _extensions() -> dict[str, Any] | None:
+    return {"trace": _trace} if request_sent.get() is not None else None
+
+
 class HTTPProviderClient(ABC):
     """Common base of the OpenAI-compatible and Anthropic clients."""
 
     kind: str = ""
     enforces_output_limit: bool = True
+    #: Sets :data:`request_sent` when a request's body is written.
+    signals_sent: bool = True
 
     def __init__(
         self,
@@ -263,6 +283,7 @@ class HTTPProviderClient(ABC):
                     content=content,
                     headers=self._headers(),
                     timeout=self.timeouts.to_httpx(deadline.remaining()),
+                    extensions=_extensions(),
                 )
                 if response.status_code >= 400:
                     raise error_from_status(response.status_code, response.content[:MAX_ERROR_BODY], response.headers)
@@ -319,6 +340,7 @@ class HTTPProviderClient(ABC):
                     content=content,
                     headers=headers,
                     timeout=self.timeouts.to_httpx(deadline.remaining()),
+                    extensions=_extensions(),
                 ) as response:
                     if response.status_code >= 400:
                         raw = await _read_capped(response)

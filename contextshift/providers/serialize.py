@@ -27,23 +27,23 @@ DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
 
 
 class RawMessages(list[dict[str, Any]]):
-    """Wire messages that also carry their JSON text (``json_text``, the whole array): a body holding them is
-    encoded without serializing them again (the OpenAI-compatible endpoint forwards what callers wrote)."""
+    """Wire messages that also carry their JSON (``json_bytes``, the whole array, UTF-8): a body holding them is
+    encoded without serializing them again (the OpenAI-compatible endpoint forwards what callers sent)."""
 
-    def __init__(self, messages: Iterable[dict[str, Any]], json_text: str) -> None:
+    def __init__(self, messages: Iterable[dict[str, Any]], json_bytes: bytes) -> None:
         super().__init__(messages)
-        self.json_text = json_text
+        self.json_bytes = json_bytes
 
 
 def encode_body(body: Mapping[str, Any]) -> bytes:
-    """``body`` as the JSON bytes httpx's ``json=`` would send; :class:`RawMessages` go in as their text."""
+    """``body`` as the JSON bytes httpx's ``json=`` would send; :class:`RawMessages` go in as their JSON."""
     messages = body.get("messages")
     if not isinstance(messages, RawMessages):
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
     rest = json.dumps(
         {k: v for k, v in body.items() if k != "messages"}, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-    )
-    return ('{"messages":' + messages.json_text + ("," + rest[1:] if len(rest) > 2 else "}")).encode()
+    ).encode()
+    return b'{"messages":' + messages.json_bytes + (b"," + rest[1:] if len(rest) > 2 else b"}")
 
 
 def openai_tools(tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -35,12 +35,14 @@ nothing was sent to the caller). The audit's ``attempts`` say so: ``context-leng
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
 import os
 import uuid
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -48,6 +50,7 @@ from typing import Any
 import anyio
 
 from ..core import limits
+from ..core.calibration import Calibration
 from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..core.host import default_registry
 from ..core.messages import Message
@@ -63,10 +66,11 @@ from ..providers import (
     StreamEvent,
     make_client,
 )
+from ..providers.http import request_sent
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from . import proxy_fit as fit
-from .calibration import Counting, counting_for
+from .calibration import Counting, counting_of
 from .errors import Refusal, ServiceError
 from .provider_hosts import check_provider_url
 from .recovery import CONTEXT_LENGTH_RETRY, RETRY_GROWTH, corrected
@@ -86,6 +90,8 @@ DEFAULT_STRATEGY = "truncate"
 _ANTHROPIC_SAME = ("temperature", "top_p", "top_k")
 #: Anthropic request options an OpenAI-compatible provider takes under the same name.
 _OPENAI_SAME = ("temperature", "top_p")
+#: Seconds the audit waits for its request to be sent before it is written anyway (see ``_record``).
+RECORD_WAIT = 2.0
 #: The error code of a call whose protected messages do not fit.
 CONTEXT_LENGTH_EXCEEDED = "CONTEXT_LENGTH_EXCEEDED"
 
@@ -187,7 +193,7 @@ class ProxyCall:
     #: The signed-in caller: the audit is theirs.
     user_id: str = ""
     #: The JSON text of each message as the caller sent it (forwarded as it is when the message is kept).
-    messages_json: Sequence[str] | None = None
+    messages_json: Sequence[bytes] | None = None
     #: The request body holds no NUL character (then the audit need not be searched for one).
     clean: bool = False
     dialect: str = fit.OPENAI
@@ -220,6 +226,8 @@ class Prepared:
     attempts: list[dict[str, Any]] = field(default_factory=list)
     #: Writing the audit (started by ``prepare``, awaited before the audit is changed again).
     recording: asyncio.Task[None] | None = None
+    #: Set once the request is on its way to the provider: the audit is written from then on.
+    sent: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def request_overhead(call: ProxyCall, profile: TokenizerProfile) -> int:
@@ -418,18 +426,41 @@ class ProxyService:
 
     # -- fitting ------------------------------------------------------------------------------------------
 
-    async def prepare(self, call: ProxyCall) -> Prepared:
-        """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` among them)."""
-        counting: Counting | None = None
-        async with self.db.session(write=False) as session:  # reads only: no turn at the write lock
-            repos = Repositories(session)
-            model, provider = await self._resolve(repos, call.model)
-            if not self.finishing(model_id=model.id):
-                counting = await counting_for(repos, model, profile_for(model))  # T5: calibrated counts
-        if counting is None:  # a call to this model is still folding its usage in: count as it will have
+    async def _resolved(self, name: str) -> tuple[ModelRow, ProviderRow]:
+        """:meth:`resolve`, from the database's read cache while no write to models or providers came in."""
+        reads = self.db.reads
+        key = ("endpoint-model", name)
+        found: tuple[ModelRow, ProviderRow] | None = reads.get(key)
+        if found is None:
+            stamp = reads.stamp("models", "providers")
+            found = await self.resolve(name)
+            reads.put(key, found, stamp)
+        else:
+            check_provider_url(found[1].base_url)
+        return found
+
+    async def _counting(self, model: ModelRow) -> Counting:
+        """T5: the model's calibrated counting, after any call to it still folding its usage in."""
+        if self.finishing(model_id=model.id):  # count as that call's usage will have taught
             await self.settled(model_id=model.id)
+        base = profile_for(model)
+        reads = self.db.reads
+        key = ("calibration", model.id, base.name)
+        calibration: Calibration | None = reads.get(key)
+        if calibration is None:
+            stamp = reads.stamp("token_calibrations")
             async with self.db.session(write=False) as session:
-                counting = await counting_for(Repositories(session), model, profile_for(model))
+                calibration = await Repositories(session).calibrations.get(model.id, base.name)
+            reads.put(key, calibration, stamp)
+        return counting_of(base, calibration)
+
+    async def prepare(self, call: ProxyCall) -> Prepared:
+        """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` among them).
+
+        The model, its provider and its calibration come from the database's read cache (``storage.
+        readcache``) when no write to them has come in since they were read."""
+        model, provider = await self._resolved(call.model)
+        counting = await self._counting(model)
         strategy = call.strategy or call.token_strategy or model.context_strategy or DEFAULT_STRATEGY
         if strategy not in default_registry:
             raise invalid_request(
@@ -441,10 +472,10 @@ class ProxyService:
         lean = call.dialect == fit.OPENAI and provider.kind != "anthropic"
         source: list[dict[str, Any]] | list[Message]
         built: list[Message] | None = None
-        if lean:
-            source = fit.caller_dicts(call.messages)
+        if lean:  # from the message cache (no dicts made) when it can build them all, else as dicts
             if call.messages_json is not None:
-                built = self.messages.messages(source, call.messages_json)
+                built = self.messages.messages(call.messages, call.messages_json)
+            source = built if built is not None else fit.caller_dicts(call.messages)
         elif call.dialect == fit.ANTHROPIC:
             source = fit.anthropic_messages(call.messages, call.system)
         else:
@@ -537,7 +568,7 @@ class ProxyService:
         """The audit payload of the current fit (building the lean path's entries now), with the estimate."""
         fitted, shape, counting = prepared.fitted, prepared.shape, prepared.counting
         if fitted.audit is None:
-            fitted.audit = fit.lean_audit(prepared.source, fitted, shape)  # type: ignore[arg-type]
+            fitted.audit = fit.lean_audit(prepared.source, fitted, shape)
         # T5: the uncalibrated count of what is sent, which the provider's usage calibrates.
         if fitted.kept is not None and shape.profile is counting.base:  # an exact profile: the fit's own count
             estimated = fitted.prompt_tokens - shape.overhead
@@ -557,7 +588,12 @@ class ProxyService:
         return payload
 
     async def _record(self, prepared: Prepared) -> None:
-        """Write the prepared audit (runs while the provider works; see :meth:`_recorded`)."""
+        """Write the prepared audit (runs while the provider works; see :meth:`_recorded`). It starts once the
+        request's body is written (:meth:`_send`): its few ms of work would otherwise hold up the sending
+        (a call that never reaches the provider is recorded after :data:`RECORD_WAIT` seconds all the same)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(RECORD_WAIT):
+                await prepared.sent.wait()
         payload = self._payload(prepared)
         async with self.db.session() as session:
             repos = Repositories(session)
@@ -639,10 +675,15 @@ class ProxyService:
                             usage=_clean_usage(reply),
                             payload_updates=updates,
                         )
+                    calibration = None
                     if usage is not None and usage.input_tokens > 0 and prepared.estimated > 0:
-                        await repos.calibrations.observe(
+                        calibration = await repos.calibrations.observe(
                             prepared.model.id, prepared.counting.base.name, prepared.estimated, usage.input_tokens
                         )
+            if calibration is not None:  # the next call's counting, as committed (no read needed)
+                reads = self.db.reads
+                key = ("calibration", prepared.model.id, prepared.counting.base.name)
+                reads.put(key, calibration, reads.stamp("token_calibrations"))
         except Exception as error:
             log.warning("could not finish endpoint audit %s (%s)", prepared.audit_id, type(error).__name__)
 
@@ -650,6 +691,22 @@ class ProxyService:
 
     def _client(self, provider: ProviderRow) -> ProviderClient:
         return self.client_factory(provider.kind, provider.base_url, provider.api_key, **self.client_options)
+
+    @staticmethod
+    @contextmanager
+    def _send(prepared: Prepared, client: ProviderClient) -> Iterator[None]:
+        """Around a provider call: ``prepared.sent`` is set when the body is written (by a client that says so;
+        else at once), and at the latest when the call ends, however it ends.
+
+        The context variable is not reset: a stream's later events may be read in another context (the
+        response's task), where a reset would fail; the task that set it ends with the call's response."""
+        if not getattr(client, "signals_sent", False):
+            prepared.sent.set()
+        request_sent.set(prepared.sent)
+        try:
+            yield
+        finally:
+            prepared.sent.set()
 
     async def _failed(self, prepared: Prepared, error: ProviderError) -> UpstreamFailed:
         await self._finish(prepared, "failed", code=error.code)
@@ -664,7 +721,8 @@ class ProxyService:
         while True:
             client = self._client(prepared.provider)
             try:
-                reply = await client.complete(prepared.request)
+                with self._send(prepared, client):
+                    reply = await client.complete(prepared.request)
                 break
             except ProviderError as error:
                 if await self._refit(prepared, error):
@@ -692,12 +750,13 @@ class ProxyService:
         while True:
             client = self._client(prepared.provider)
             try:
-                async with client.stream(prepared.request) as events:
-                    async for event in events:
-                        if isinstance(event, Finished):
-                            finished = event.result
-                        started = True
-                        yield event
+                with self._send(prepared, client):
+                    async with client.stream(prepared.request) as events:
+                        async for event in events:
+                            if isinstance(event, Finished):
+                                finished = event.result
+                            started = True
+                            yield event
                 break
             except ProviderError as error:
                 if not started and await self._refit(prepared, error):

@@ -24,7 +24,10 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from operator import eq
 from typing import Any
+
+import orjson
 
 from ..core.errors import TokenBudgetExceeded
 from ..core.host import shift_with_strategy
@@ -48,10 +51,12 @@ _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 #: Audit entries keep at most this much of a message's text: the caller has the whole text, and a long
 #: agent conversation's audit would otherwise store it all again on every call.
 MAX_ENTRY_CHARS = 500
-#: What :class:`MessageCache` keeps at most, in characters of JSON text: about two 10,000-message requests
+#: What :class:`MessageCache` keeps at most, in bytes of JSON: about two 10,000-message requests
 #: (4.8 MB each in the endpoint benchmark), some tens of MB with their messages.
-DEFAULT_MESSAGE_CACHE_CHARS = 12_000_000
+DEFAULT_MESSAGE_CACHE_BYTES = 12_000_000
 _MESSAGE_ID = re.compile(r"\bm(\d+)\b")
+#: How many whole requests :class:`MessageCache` keeps for the start of the next one.
+HISTORIES = 64
 
 
 def invalid_request(message: str, param: str | None = None) -> ServiceError:
@@ -121,25 +126,30 @@ def last_user_index(raw: Sequence[Any], dialect: str = OPENAI) -> int:
 def caller_dicts(raw: Sequence[Any]) -> list[dict[str, Any]]:
     """OpenAI-shaped request messages as the dicts to shift: ids ``m0``, ``m1``, ..., ``developer`` read as
     ``system``, the last user message pinned, contextshift's own keys dropped (never honoured from a caller)."""
+    _check_list(raw)
+    last_user = last_user_index(raw)
+    return [caller_dict(item, index, index == last_user) for index, item in enumerate(raw)]
+
+
+def _check_list(raw: Any) -> None:
     if not isinstance(raw, list | tuple) or not raw:
         raise invalid_request("messages must be a non-empty list.", "messages")
-    last_user = last_user_index(raw)
-    out: list[dict[str, Any]] = []
-    append = out.append
-    for index, item in enumerate(raw):
-        if type(item) is not dict:
-            raise invalid_request(f"messages[{index}] must be an object.", f"messages[{index}]")
-        role = item.get("role")
-        if role not in _ROLES:
-            raise invalid_request(f"messages[{index}]: unknown role {role!r}.", f"messages[{index}]")
-        copy = {**item} if not item.keys() & CONTEXTSHIFT_KEYS else forwardable(item)
-        copy["id"] = f"m{index}"
-        if role == "developer":
-            copy["role"] = "system"
-        if index == last_user:
-            copy["pinned"] = True
-        append(copy)
-    return out
+
+
+def caller_dict(item: Any, index: int, last_user: bool) -> dict[str, Any]:
+    """One of :func:`caller_dicts`' dicts: the caller's message ``item`` at ``index``, checked and copied."""
+    if type(item) is not dict:
+        raise invalid_request(f"messages[{index}] must be an object.", f"messages[{index}]")
+    role = item.get("role")
+    if role not in _ROLES:
+        raise invalid_request(f"messages[{index}]: unknown role {role!r}.", f"messages[{index}]")
+    copy = {**item} if not item.keys() & CONTEXTSHIFT_KEYS else forwardable(item)
+    copy["id"] = f"m{index}"
+    if role == "developer":
+        copy["role"] = "system"
+    if last_user:
+        copy["pinned"] = True
+    return copy
 
 
 def forwardable(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -156,37 +166,80 @@ def verbatim(item: Mapping[str, Any]) -> bool:
 
 
 class MessageCache:
-    """Messages already read, by the JSON text they came in, their position and whether they were the
+    """Messages already read, by the JSON they came in (``jsonspans``), their position and whether they were the
     protected input (V7 speed): an agent sends its whole history again on every call, so at 1,000 messages
     nearly every message of a call was read, checked and built on the call before.
 
-    A message read from the same text at the same position is the same message (the text decides every
+    A message read from the same JSON at the same position is the same message (the JSON decides every
     field; the position its id ``m<i>``), so it is taken from here rather than built again. Bounded by the
-    characters of the texts it keeps (:data:`DEFAULT_MESSAGE_CACHE_CHARS`), the least recently used going first.
+    bytes of the JSON it keeps (:data:`DEFAULT_MESSAGE_CACHE_BYTES`), the least recently used going first.
+
+    The last requests are also kept whole, by their first message's JSON (:data:`HISTORIES` of them, within
+    the same bound): a request that starts as one of them did, as an agent's next call does, takes that
+    common start as it is, found by comparing the JSON in order rather than looking each message up.
     """
 
-    __slots__ = ("_chars", "_entries", "max_chars")
+    __slots__ = ("_bytes", "_entries", "_histories", "_history_bytes", "max_bytes")
 
-    def __init__(self, max_chars: int | None = None) -> None:
-        self._entries: OrderedDict[tuple[str, int, bool], Message] = OrderedDict()
-        self._chars = 0
-        self.max_chars = max_chars if max_chars is not None else DEFAULT_MESSAGE_CACHE_CHARS
+    def __init__(self, max_bytes: int | None = None) -> None:
+        self._entries: OrderedDict[tuple[bytes, int, bool], Message] = OrderedDict()
+        self._bytes = 0
+        self.max_bytes = max_bytes if max_bytes is not None else DEFAULT_MESSAGE_CACHE_BYTES
+        #: By first message's JSON: (every message's JSON, the messages, the protected input's position, bytes).
+        self._histories: OrderedDict[bytes, tuple[Sequence[bytes], list[Message], int, int]] = OrderedDict()
+        self._history_bytes = 0
+
+    def _common_start(self, texts: Sequence[bytes], last_user: int) -> list[Message]:
+        """The messages of the longest start ``texts`` share with a kept request, each at the same place with
+        the same protection."""
+        earlier = self._histories.get(texts[0])
+        if earlier is None:
+            return []
+        old_texts, old_messages, old_last, _size = earlier
+        same = list(map(eq, texts, old_texts))  # C speed; as long as the shorter of the two
+        prefix = same.index(False) if False in same else len(same)
+        if old_last != last_user:  # the protected input moved: neither place is the same message any more
+            prefix = min(prefix, *(i for i in (old_last, last_user) if i >= 0))
+        return old_messages[:prefix]
+
+    def _keep_history(self, texts: Sequence[bytes], messages: list[Message], last_user: int) -> None:
+        size = sum(map(len, texts))
+        if size > self.max_bytes:
+            return
+        histories = self._histories
+        replaced = histories.pop(texts[0], None)
+        if replaced is not None:
+            self._history_bytes -= replaced[3]
+        histories[texts[0]] = (texts, messages, last_user, size)
+        self._history_bytes += size
+        while (self._history_bytes > self.max_bytes or len(histories) > HISTORIES) and histories:
+            _first, dropped = histories.popitem(last=False)
+            self._history_bytes -= dropped[3]
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def messages(self, items: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> list[Message] | None:
-        """The core message of each of :func:`caller_dicts`' ``items``, whose JSON texts as sent are ``texts``;
-        None when one cannot be built (then the shift builds them, and says what is wrong as it always has).
+    def messages(self, raw: Sequence[Any], texts: Sequence[bytes]) -> list[Message] | None:
+        """The core message of each of the caller's messages ``raw`` (as :func:`caller_dicts` reads them),
+        whose JSON as sent is ``texts``; None when one cannot be built (then the shift builds them from
+        :func:`caller_dicts`, and says what is wrong as it always has). A message found here is not read,
+        checked nor copied again: the same JSON at the same place was all of that before.
+
+        Raises:
+            ServiceError: ``INVALID_REQUEST``, as :func:`caller_dicts` does.
         """
+        _check_list(raw)
+        last_user = last_user_index(raw)
         entries = self._entries
-        out: list[Message] = []
+        out = self._common_start(texts, last_user) if texts else []
         append, found, move = out.append, entries.get, entries.move_to_end
-        added: list[tuple[tuple[str, int, bool], Message]] = []
-        for index, (item, text) in enumerate(zip(items, texts, strict=True)):
-            key = (text, index, item.get("pinned") is True)
+        added: list[tuple[tuple[bytes, int, bool], Message]] = []
+        for index in range(len(out), len(texts)):
+            text = texts[index]
+            key = (text, index, index == last_user)
             message = found(key)
             if message is None:
+                item = caller_dict(raw[index], index, index == last_user)
                 try:
                     message = read_message(item, index)
                 except (TypeError, ValueError):
@@ -196,12 +249,14 @@ class MessageCache:
                 move(key)
             append(message)
         for key, message in added:
-            if len(key[0]) <= self.max_chars:
+            if len(key[0]) <= self.max_bytes:
                 entries[key] = message
-                self._chars += len(key[0])
-        while self._chars > self.max_chars and entries:
+                self._bytes += len(key[0])
+        while self._bytes > self.max_bytes and entries:
             (text, _index, _pinned), _message = entries.popitem(last=False)
-            self._chars -= len(text)
+            self._bytes -= len(text)
+        if texts:
+            self._keep_history(texts, list(out), last_user)
         return out
 
 
@@ -259,39 +314,49 @@ def _shift(items: Sequence[Mapping[str, Any]] | Sequence[Message], shape: Shape)
 def fit_lean(
     items: list[dict[str, Any]],
     raw: Sequence[Mapping[str, Any]],
-    messages_json: Sequence[str] | None,
+    messages_json: Sequence[bytes] | None,
     shape: Shape,
     built: Sequence[Message] | None = None,
 ) -> Fitted:
     """Shift the caller's dicts (:func:`caller_dicts`) and forward the kept ones as the caller sent them
-    (``raw``; with ``messages_json``, as their own JSON text). ``built``: the dicts' messages when they are
+    (``raw``; with ``messages_json``, as their own JSON). ``built``: the dicts' messages when they are
     at hand already (:class:`MessageCache`), the same shift without reading the dicts again. Raises
     ``TokenBudgetExceeded`` when the protected messages alone do not fit."""
     shifted = _shift(built if built is not None else items, shape)
+    kept = shifted.kept
+    if _all_kept(shifted, items, built) and all(map(verbatim, raw)):  # the whole request, as the caller wrote it
+        whole: list[dict[str, Any]] = list(raw)  # type: ignore[arg-type]
+        return Fitted(
+            RawMessages(whole, b"[" + b",".join(messages_json) + b"]") if messages_json is not None else whole,
+            None,
+            0,
+            shape.reserve,
+            shifted.tokens + shape.overhead,
+            shifted=shifted,
+            kept=list(kept),
+        )
     out: list[dict[str, Any]] = []
-    texts: list[str] = []
+    texts: list[bytes] = []
     forwarded = 0
-    for message in shifted.kept:
+    for message in kept:
         index = _position(message.id, len(raw))
         if index is not None:
             original = raw[index]
             if verbatim(original):
                 out.append(original)  # type: ignore[arg-type]
-                texts.append(messages_json[index] if messages_json is not None else "")
+                texts.append(messages_json[index] if messages_json is not None else b"")
             else:
                 out.append(forwardable(original))
-                texts.append("")
+                texts.append(b"")
             forwarded += 1
         else:  # written by the strategy (a summary, a shortened message)
             for written in to_openai_messages([message]):
                 out.append(written)
-                texts.append("")
+                texts.append(b"")
     messages: list[dict[str, Any]] = out
     if messages_json is not None:
-        parts = [
-            text or json.dumps(m, ensure_ascii=False, separators=(",", ":")) for text, m in zip(texts, out, strict=True)
-        ]
-        messages = RawMessages(out, "[" + ",".join(parts) + "]")
+        parts = [text or json_bytes(m) for text, m in zip(texts, out, strict=True)]
+        messages = RawMessages(out, b"[" + b",".join(parts) + b"]")
     return Fitted(
         messages,
         None,
@@ -301,6 +366,26 @@ def fit_lean(
         shifted=shifted,
         kept=list(shifted.kept),
     )
+
+
+def json_bytes(value: Any) -> bytes:
+    """``value`` as compact UTF-8 JSON (``json`` for what orjson cannot write: an integer past 64 bits, say)."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def _all_kept(
+    shifted: ShiftResult, items: Sequence[Mapping[str, Any]], built: Sequence[Message] | None
+) -> bool:
+    """Whether the shift kept every message as it was, in order (nothing left out, shortened nor written)."""
+    kept = shifted.kept
+    if len(kept) != len(items) or shifted.truncated:
+        return False
+    if built is not None:
+        return all(a is b for a, b in zip(kept, built, strict=True))
+    return all(m.id == item["id"] for m, item in zip(kept, items, strict=True))
 
 
 def _position(message_id: str, size: int) -> int | None:
@@ -330,7 +415,13 @@ def _tools_entry(shape: Shape, order: int) -> dict[str, Any]:
     }
 
 
-def lean_audit(items: list[dict[str, Any]], fitted: Fitted, shape: Shape) -> dict[str, Any]:
+def _audited(item: dict[str, Any] | Message, built: Mapping[str, Message]) -> Message:
+    if isinstance(item, Message):
+        return item
+    return built.get(item["id"]) or as_message(item)
+
+
+def lean_audit(items: Sequence[dict[str, Any]] | Sequence[Message], fitted: Fitted, shape: Shape) -> dict[str, Any]:
     """The audit payload of a :func:`fit_lean` fit: a chat audit's fields, every message in order with its
     tokens and reason (over :data:`MAX_ENTRIES`, the first and the last half of them)."""
     shifted = fitted.shifted
@@ -342,7 +433,7 @@ def lean_audit(items: list[dict[str, Any]], fitted: Fitted, shape: Shape) -> dic
     if total > MAX_ENTRIES:
         listed = [*range(min(half, len(items))), *range(max(total - half, half), len(items))]
     built = {m.id: m for m in shifted.kept}
-    messages = [built.get(items[i]["id"]) or as_message(items[i]) for i in listed]
+    messages = [_audited(items[i], built) for i in listed]
     costs, _ = message_costs(messages, shape.profile, 4)
     kept = {m.id for m in shifted.kept}
     entries: list[dict[str, Any]] = []
@@ -454,7 +545,7 @@ def with_profile(shape: Shape, profile: TokenizerProfile, window: int) -> Shape:
 
 __all__ = [
     "ANTHROPIC",
-    "DEFAULT_MESSAGE_CACHE_CHARS",
+    "DEFAULT_MESSAGE_CACHE_BYTES",
     "MAX_ENTRY_CHARS",
     "OPENAI",
     "Fitted",

@@ -142,7 +142,7 @@ async def test_a_token_not_used_for_a_while_notes_its_use(setup: Setup, backend:
 # -- the message cache ------------------------------------------------------------------------------------
 
 
-def request_messages(size: int) -> tuple[list[dict[str, object]], list[str]]:
+def request_messages(size: int) -> tuple[list[dict[str, object]], list[bytes]]:
     messages: list[dict[str, object]] = [{"role": "system", "content": "Be brief."}]
     for n in range(size):
         messages.append({"role": "user", "content": f"question {n} " + "word " * (n % 40)})
@@ -154,32 +154,39 @@ def request_messages(size: int) -> tuple[list[dict[str, object]], list[str]]:
     return parsed.value["messages"], parsed.messages_json
 
 
+def texts_of(messages: list[dict[str, object]]) -> list[bytes]:
+    """Each message's JSON as the endpoint reads it from a request body."""
+    texts = parse(json.dumps({"model": "m", "messages": messages}).encode()).messages_json
+    assert texts is not None
+    return texts
+
+
 def test_a_resent_history_fits_the_same_from_the_message_cache() -> None:
     raw, texts = request_messages(300)
     shape = fit.Shape(get_tokenizer("gpt-4o"), 4000, 500, 0, "truncate", [], None)
     cache = fit.MessageCache()
     items = fit.caller_dicts(raw)
     plain = fit.fit_lean(items, raw, texts, shape)
-    first = cache.messages(items, texts)
+    first = cache.messages(raw, texts)
     assert first is not None and len(cache) == len(raw)
     again_raw, again_texts = request_messages(300)  # the same history, sent again: new objects, same text
     again_items = fit.caller_dicts(again_raw)
-    again = cache.messages(again_items, again_texts)
+    again = cache.messages(again_raw, again_texts)
     assert again is not None and len(cache) == len(raw)
     assert all(a is b for a, b in zip(again, first, strict=True))  # read once, not again
     cached = fit.fit_lean(again_items, again_raw, again_texts, shape, again)
     assert plain.excluded == cached.excluded > 0 and plain.prompt_tokens == cached.prompt_tokens
-    assert plain.messages.json_text == cached.messages.json_text  # type: ignore[attr-defined]
+    assert plain.messages.json_bytes == cached.messages.json_bytes  # type: ignore[attr-defined]
     assert fit.lean_audit(items, plain, shape) == fit.lean_audit(again_items, cached, shape)
 
 
 def test_a_message_is_cached_by_its_position_and_protection_too() -> None:
     raw, texts = request_messages(3)
     cache = fit.MessageCache()
-    first = cache.messages(fit.caller_dicts(raw), texts)
+    first = cache.messages(raw, texts)
     assert first is not None
     shorter_raw, shorter_texts = raw[:-1], texts[:-1]  # the last user message is now another one
-    shorter = cache.messages(fit.caller_dicts(shorter_raw), shorter_texts)
+    shorter = cache.messages(shorter_raw, shorter_texts)
     assert shorter is not None
     assert shorter[-3].pinned and not first[-4].pinned and shorter[-3].text == first[-4].text
     assert [m.id for m in shorter] == [f"m{i}" for i in range(len(shorter_raw))]
@@ -187,18 +194,54 @@ def test_a_message_is_cached_by_its_position_and_protection_too() -> None:
 
 def test_a_message_that_cannot_be_read_leaves_the_error_to_the_shift() -> None:
     raw = [{"role": "assistant", "content": "x", "tool_calls": [{"function": {"name": "f"}}]}, {"role": "user"}]
-    texts = [json.dumps(m) for m in raw]
+    texts = [json.dumps(m).encode() for m in raw]
     cache = fit.MessageCache()
-    assert cache.messages(fit.caller_dicts(raw), texts) is None and len(cache) == 0
+    assert cache.messages(raw, texts) is None and len(cache) == 0
     shape = fit.Shape(get_tokenizer("gpt-4o"), 4000, 500, 0, "truncate", [], None)
     with pytest.raises(Exception) as raised:
         fit.fit_lean(fit.caller_dicts(raw), raw, texts, shape)
     assert getattr(raised.value, "code", None) == "INVALID_REQUEST"
 
 
+def test_an_agents_next_call_takes_the_history_it_shares_with_the_last_one() -> None:
+    raw, texts = request_messages(40)
+    cache = fit.MessageCache()
+    first = cache.messages(raw, texts)
+    assert first is not None
+    entries = len(cache)
+    longer_raw = [*raw, {"role": "assistant", "content": "bien sûr"}, {"role": "user", "content": "and then?"}]
+    longer_texts = texts_of(longer_raw)  # the next call: new objects, the same JSON, two more
+    longer = cache.messages(longer_raw, longer_texts)
+    assert longer is not None and [m.id for m in longer] == [f"m{i}" for i in range(len(longer_raw))]
+    same = len(raw) - 1  # all but the old last user message, which is no longer the protected input
+    assert all(a is b for a, b in zip(longer[:same], first[:same], strict=True))
+    assert first[same].pinned and not longer[same].pinned and longer[-1].pinned
+    assert longer[same].text == first[same].text and longer[same] is not first[same]
+    assert len(cache) == entries + 3  # the old input unprotected, and the two new messages, were read
+    shift = fit.Shape(get_tokenizer("gpt-4o"), 1500, 500, 0, "truncate", [], None)
+    from_cache = fit.fit_lean(fit.caller_dicts(longer_raw), longer_raw, longer_texts, shift, longer)
+    from_dicts = fit.fit_lean(fit.caller_dicts(longer_raw), longer_raw, longer_texts, shift)
+    assert from_cache.messages == from_dicts.messages and from_cache.excluded == from_dicts.excluded > 0
+    assert from_cache.prompt_tokens == from_dicts.prompt_tokens
+
+
+def test_a_call_that_changes_an_earlier_message_reads_it_again() -> None:
+    raw, texts = request_messages(10)
+    cache = fit.MessageCache()
+    first = cache.messages(raw, texts)
+    assert first is not None
+    edited = [dict(m) for m in raw]
+    edited[3]["content"] = "an edited question"
+    edited_texts = texts_of(edited)
+    again = cache.messages(edited, edited_texts)
+    assert again is not None and again[3].text == "an edited question"
+    assert all(a is b for a, b in zip(again[:3], first[:3], strict=True))
+    assert all(a is b for a, b in zip(again[4:], first[4:], strict=True))  # found by their JSON and place
+
+
 def test_the_message_cache_keeps_at_most_its_characters() -> None:
     raw, texts = request_messages(50)
-    cache = fit.MessageCache(max_chars=sum(map(len, texts)) // 2)
-    assert cache.messages(fit.caller_dicts(raw), texts) is not None
+    cache = fit.MessageCache(max_bytes=sum(map(len, texts)) // 2)
+    assert cache.messages(raw, texts) is not None
     assert 0 < len(cache) < len(raw)
-    assert cache._chars <= cache.max_chars
+    assert cache._bytes <= cache.max_bytes

@@ -726,11 +726,12 @@ async def test_a_token_is_changed_only_by_its_own_user(service: Service, other_u
 # -- forwarding as written -------------------------------------------------------------------------------
 
 
-async def test_kept_messages_reach_the_provider_byte_for_byte(service: Service) -> None:
+async def test_kept_messages_reach_the_provider_as_the_same_json_values(service: Service) -> None:
     await setup_model(service, window=4000)
     messages = long_agent_conversation(40)
     messages[2]["content"] = None  # as the app wrote it (not the "" contextshift would write)
     messages[-4]["content"] = "unicode: é – 漢字 \u2028 and an emoji 🌱"
+    messages[-6]["name"] = "agent"  # a key contextshift does not write, after the others
     messages.insert(1, {"role": "developer", "content": "Be brief.", "pinned": False})
     texts = [json.dumps(m, indent=3, ensure_ascii=True) for m in messages]  # an unusual but valid layout
     body = '{"model": "gpt-4o",\n "max_tokens": 300,\n "messages": [' + ",\n".join(texts) + "]}"
@@ -746,10 +747,28 @@ async def test_kept_messages_reach_the_provider_byte_for_byte(service: Service) 
     assert sent.messages[1] == {"role": "system", "content": "Be brief."}  # developer read as system, no pinned
     kept = [n for n, m in enumerate(messages) if m in sent.messages]
     assert len(kept) == len(sent.messages) - 1
+    compact = [json.dumps(m, ensure_ascii=False, separators=(",", ":")) for m in messages]
     for n in kept:
         if n != 1:
-            assert texts[n] in forwarded  # each kept message as its own text, layout and escapes and all
-    assert all(texts[n] not in forwarded for n in range(len(messages)) if n not in kept)
+            assert compact[n] in forwarded  # each kept message as the caller's values, in the caller's key order
+    assert all(compact[n] not in forwarded for n in range(len(messages)) if n not in kept)
+    assert '"content":null' in forwarded and "漢字 \u2028 and an emoji 🌱" in forwarded
+
+
+async def test_a_body_orjson_refuses_is_read_as_json_reads_it(service: Service) -> None:
+    await setup_model(service, window=4000)
+    big = 2**70  # past 64 bits: orjson refuses the body, json reads it; the message goes on as written
+    body = (
+        '{"model": "gpt-4o", "max_tokens": 300, "messages": [{"role": "system", "content": "Be brief."},'
+        f' {{"role": "user", "content": "hello", "metadata_id": {big}}}]}}'
+    )
+    async with service.client(service.token) as http:
+        response = await http.post(
+            "/v1/chat/completions", content=body.encode(), headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 200, response.text
+    assert service.fake.last.messages[-1] == {"role": "user", "content": "hello", "metadata_id": big}
+    assert f'"metadata_id": {big}' in service.fake.last.raw.decode()
 
 
 # -- refusals decided before the route, in OpenAI's shape -----------------------------------------------
