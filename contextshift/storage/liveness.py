@@ -177,7 +177,13 @@ class InstanceRepository:
             completed_at=now,
         )
         # An expired lease is free anyway; a dead instance's is freed at once (and this instance's own, on start).
-        dead = select(InstanceRow.id).where(InstanceRow.heartbeat_at < now - expiry, InstanceRow.id != instance_id)
+        # The dead are read once, and the same ids are freed and deleted: under READ COMMITTED each statement sees
+        # the commits before it, so an instance found dead only by the delete would leave its lease held.
+        dead = list(
+            await self.session.scalars(
+                select(InstanceRow.id).where(InstanceRow.heartbeat_at < now - expiry, InstanceRow.id != instance_id)
+            )
+        )
         lease_held: ColumnElement[bool] = ChatRow.compaction_lease_owner.in_(dead)
         if on_start:
             lease_held = lease_held | (ChatRow.compaction_lease_owner == instance_id)
@@ -212,7 +218,7 @@ class InstanceRepository:
         gone = await execute_rowcount(
             self.session,
             delete(InstanceRow)
-            .where(InstanceRow.id != instance_id, InstanceRow.heartbeat_at < now - expiry)
+            .where(InstanceRow.id.in_(dead), InstanceRow.heartbeat_at < now - expiry)
             .execution_options(synchronize_session=False),
         )
         return Recovered(audits, logs, leases, jobs, gone, attempts)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import update
+import pytest
+from sqlalchemy import event, update
+from sqlalchemy.util import await_only
 
 from contextshift.storage import Database, Repositories
 from contextshift.storage.liveness import COMPACTION_INTERRUPTED, JOB_INTERRUPTED, InstanceRepository, Recovered
@@ -73,6 +76,39 @@ async def test_a_live_instance_closes_and_frees_what_a_dead_instance_left(db: Da
         assert again.instance_id == db.instance_id
         assert await InstanceRepository(session).heartbeat_of("dead") is None
     assert await db.heartbeat.beat() == Recovered()  # nothing twice
+
+
+async def test_an_instance_that_dies_while_a_beat_recovers_keeps_no_lease_past_the_next_beat(
+    backend: Backend, db: Database
+) -> None:
+    """Under READ COMMITTED each statement of a recovery sees the commits before it: an instance whose expiry
+    passes between the statement that frees the dead's leases and the one that deletes the dead must not be
+    deleted with its lease still held (no later beat would find its owner to free it)."""
+    if backend.name != "postgresql":
+        pytest.skip("SQLite's write lock admits no commit between a recovery's statements")
+    seeded = await seed_chat(db)
+    async with db.session() as session:
+        await InstanceRepository(session).beat("dying", EXPIRY)
+        assert await Repositories(session).compaction.acquire_lease(seeded.chat_id, "dying", EXPIRY)
+    aged: list[str] = []
+
+    def age_the_dying_before_the_delete(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM INSTANCES") and not aged:
+            aged.append(statement)
+            await_only(_stop_heartbeat_of(db, "dying"))  # another connection commits meanwhile
+
+    event.listen(db.engine.sync_engine, "before_cursor_execute", age_the_dying_before_the_delete)
+    try:
+        await db.heartbeat.beat()
+    finally:
+        event.remove(db.engine.sync_engine, "before_cursor_execute", age_the_dying_before_the_delete)
+    assert aged, "the recovery deleted no instance row"
+
+    await db.heartbeat.beat()
+
+    async with db.session() as session:
+        assert not await Repositories(session).compaction.lease_busy(seeded.chat_id)
+        assert await InstanceRepository(session).heartbeat_of("dying") is None
 
 
 async def test_another_live_instance_work_is_never_touched(backend: Backend, db: Database) -> None:
