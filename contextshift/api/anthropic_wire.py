@@ -59,8 +59,6 @@ def read_call(body: Any, *, user_id: str, clean: bool = False) -> tuple[ProxyCal
     if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools)):
         raise invalid_request("tools: must be a list of objects.", "tools")
     extension = read_extension(body)
-    if extension.get("chat_id") is not None:
-        raise invalid_request("contextshift.chat_id is for /v1/chat/completions only.", "contextshift.chat_id")
     call = ProxyCall(
         model=model,
         messages=messages,
@@ -226,4 +224,18 @@ def stream_error(error: ProviderError) -> bytes:
     return event("error", provider_error(error)[1])
 
 
-__all__ = ["EXTENSION_KEYS", "Events", "message", "provider_response", "read_call", "service_error", "stream_error"]
+def stream_refusal(code: str, message: str) -> bytes:
+    """A refusal after the stream started (a session's generation that failed on our side): an error event."""
+    return event("error", anthropic_body(400, f"{message} ({code})", "invalid_request_error"))
+
+
+__all__ = [
+    "EXTENSION_KEYS",
+    "Events",
+    "message",
+    "provider_response",
+    "read_call",
+    "service_error",
+    "stream_error",
+    "stream_refusal",
+]

@@ -21,7 +21,7 @@ from starlette.background import BackgroundTask
 from ..providers import Finished, ProviderError, TextDelta
 from ..providers.base import ChatResult, StreamEvent
 from ..service.errors import ServiceError
-from ..service.proxy import ContextTooLong, Prepared, ProxyService, UpstreamFailed, invalid_request
+from ..service.proxy import ContextTooLong, Prepared, ProxyCall, ProxyService, UpstreamFailed, invalid_request
 from . import jsonspans
 
 #: Response headers on every endpoint answer that reached fitting.
@@ -43,13 +43,16 @@ class StreamWriter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Dialect:
-    """How one wire shape writes answers."""
+    """How one wire shape writes answers: a reply and a stream's writer (for an answer with that audit id to
+    that call; a session's answer has no :class:`Prepared`), a refusal, a provider's failure, and a failure
+    after a stream started (the provider's, or a refusal's ``code`` and message)."""
 
-    answer: Callable[[ChatResult, Prepared], dict[str, Any]]
-    writer: Callable[[Prepared], StreamWriter]
+    answer: Callable[[ChatResult, str, ProxyCall], dict[str, Any]]
+    writer: Callable[[str, ProxyCall], StreamWriter]
     service_error: Callable[[ServiceError, Mapping[str, str] | None], JSONResponse]
     provider_response: Callable[[ProviderError, Mapping[str, str]], JSONResponse]
     stream_error: Callable[[ProviderError], bytes]
+    stream_refusal: Callable[[str, str], bytes]
 
 
 def proxy_service(request: Request) -> ProxyService:
@@ -76,7 +79,7 @@ async def forward(service: ProxyService, prepared: Prepared, dialect: Dialect) -
         except ContextTooLong as error:  # still too long after a rejection and a refit
             return dialect.service_error(error, visibility(error.audit_id, 0))
         return JSONResponse(
-            dialect.answer(reply, prepared),
+            dialect.answer(reply, prepared.audit_id, prepared.call),
             headers=visibility(prepared.audit_id, prepared.excluded),
             background=BackgroundTask(service.settled, audit_id=prepared.audit_id),
         )
@@ -92,7 +95,7 @@ async def forward(service: ProxyService, prepared: Prepared, dialect: Dialect) -
         first = None
     headers = visibility(prepared.audit_id, prepared.excluded)  # after a refit, if there was one
     return StreamingResponse(
-        _stream(dialect, dialect.writer(prepared), first, events),
+        _stream(dialect, dialect.writer(prepared.audit_id, prepared.call), first, events),
         media_type="text/event-stream",
         headers={**headers, "cache-control": "no-cache"},
     )

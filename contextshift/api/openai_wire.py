@@ -72,10 +72,10 @@ def _positive(body: Mapping[str, Any], key: str) -> int | None:
 
 def read_call(
     body: Any, *, user_id: str, messages_json: list[bytes] | None = None, clean: bool = False
-) -> tuple[ProxyCall, bool, dict[str, Any]]:
-    """The :class:`ProxyCall` of a Chat Completions body, whether usage was asked for in the stream, and the
-    ``contextshift`` extension object (``extra_body={"contextshift": {...}}``). ``messages_json``: each
-    message's JSON text as sent (see ``jsonspans``); ``clean``: the body holds no NUL."""
+) -> tuple[ProxyCall, dict[str, Any]]:
+    """The :class:`ProxyCall` of a Chat Completions body (its ``include_usage``: whether usage was asked for in
+    the stream) and the ``contextshift`` extension object (``extra_body={"contextshift": {...}}``).
+    ``messages_json``: each message's JSON text as sent (see ``jsonspans``); ``clean``: the body holds no NUL."""
     if not isinstance(body, Mapping):
         raise invalid_request("The request body must be a JSON object.")
     model = body.get("model")
@@ -113,7 +113,7 @@ def read_call(
         clean=clean,
         include_usage=include_usage,
     )
-    return call, include_usage, extension
+    return call, extension
 
 
 def read_extension(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -260,6 +260,11 @@ def provider_error(error: ProviderError) -> tuple[int, dict[str, Any], dict[str,
 def stream_error(error: ProviderError) -> bytes:
     """A provider failure after the stream started: an error chunk (the openai SDK raises ``APIError``)."""
     return sse(provider_error(error)[1])
+
+
+def stream_refusal(code: str, message: str) -> bytes:
+    """A refusal after the stream started (a session's generation that failed on our side): an error chunk."""
+    return sse(error_body(message, "invalid_request_error", code.lower()))
 
 
 def provider_response(error: ProviderError, headers: Mapping[str, str]) -> JSONResponse:

@@ -16,7 +16,7 @@ import pytest
 from contextshift.api.app import create_app
 from contextshift.core.groups import build_groups
 from contextshift.core.messages import Message
-from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Server, Service, bearer
+from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Account, Server, Service, bearer
 from tests.databases import Backend
 from tests.fakes import SECRET, Counting, Error, FakeToolCall, Reply
 from tests.fakes.server import FakeProvider
@@ -351,3 +351,101 @@ async def test_a_context_length_rejection_is_recovered_in_place(service: Service
     record = await audit(service, message.id.removeprefix("msg_"))
     assert [a["outcome"] for a in record["attempts"]] == ["context-length-retry", "completed"]
     assert json.dumps(record).count(SECRET) == 0
+
+
+# -- sessions --------------------------------------------------------------------------------------------
+
+
+async def test_a_session_appends_the_new_turn_to_the_chat_and_answers_in_anthropics_shape(service: Service) -> None:
+    ids = await service.setup_chat(system_prompt="You are the stored bot.")
+    client = sync_client(service)
+    resent: list[Any] = [
+        {"role": "user", "content": "an earlier question the chat never saw"},
+        {"role": "assistant", "content": "an earlier answer"},
+        {"role": "user", "content": [{"type": "text", "text": "hello"}]},
+    ]
+    session = {"contextshift": {"chat_id": ids["chat"]}}
+    raw = client.messages.with_raw_response.create(
+        model="gpt-4o", max_tokens=100, system="The app's own system prompt, not used.", messages=resent,
+        extra_body=session,
+    )
+    answer = raw.parse()
+    assert answer.type == "message" and answer.role == "assistant" and answer.stop_reason == "end_turn"
+    assert answer.content[0].text == "Echo: hello"  # type: ignore[union-attr]
+    assert service.fake.last.messages == [
+        {"role": "system", "content": "You are the stored bot."},
+        {"role": "user", "content": "hello"},
+    ]
+    stored = (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"]
+    assert [(m["role"], m["content"]) for m in stored] == [("user", "hello"), ("assistant", "Echo: hello")]
+    with client.messages.stream(
+        model="gpt-4o", max_tokens=100, messages=[*resent, {"role": "user", "content": "again"}], extra_body=session
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "Echo: again" and final.stop_reason == "end_turn"
+    assert [m["content"] for m in service.fake.last.messages] == [
+        "You are the stored bot.",
+        "hello",
+        "Echo: hello",
+        "again",
+    ]
+    record = await audit(service, raw.headers["x-contextshift-audit"])  # the chat's audit, kept for the caller
+    assert record["status"] == "completed" and any(e["content"] == "hello" for e in record["entries"])
+    assert raw.headers["x-contextshift-excluded"] == "0"
+
+
+async def test_a_session_refuses_tools_an_unknown_chat_and_another_users_chat_as_anthropic_errors(
+    service: Service, other_user: Account
+) -> None:
+    ids = await service.setup_chat()
+    client = sync_client(service)
+    user: list[Any] = [{"role": "user", "content": "x"}]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(
+            model="gpt-4o", max_tokens=10, messages=user, tools=[WEATHER],  # type: ignore[list-item]
+            extra_body={"contextshift": {"chat_id": "whatever"}},
+        )
+    assert "tools cannot be sent" in caught.value.message
+    with pytest.raises(anthropic.NotFoundError):
+        client.messages.create(
+            model="gpt-4o", max_tokens=10, messages=user, extra_body={"contextshift": {"chat_id": "nope"}}
+        )
+    with pytest.raises(anthropic.NotFoundError):  # the admin's chat, asked for by another user
+        sync_client(service, other_user.token).messages.create(
+            model="gpt-4o", max_tokens=10, messages=user, extra_body={"contextshift": {"chat_id": ids["chat"]}}
+        )
+    with pytest.raises(anthropic.BadRequestError) as blank:  # no text in the last user message
+        client.messages.create(
+            model="gpt-4o",
+            max_tokens=10,
+            messages=[{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "1"}]}],
+            extra_body={"contextshift": {"chat_id": ids["chat"]}},
+        )
+    assert "last user message with text" in blank.value.message
+    assert service.fake.requests == []
+    assert (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"] == []
+
+
+async def test_a_session_whose_provider_fails_is_the_sdks_error_streaming_or_not(service: Service) -> None:
+    ids = await service.setup_chat()
+    client = sync_client(service)
+    session = {"contextshift": {"chat_id": ids["chat"]}}
+    service.fake.script(Error(500), Error(500))
+    with pytest.raises(anthropic.APIStatusError) as caught:
+        client.messages.create(model="gpt-4o", max_tokens=10, messages=[{"role": "user", "content": "x"}],
+                               extra_body=session)
+    assert caught.value.status_code >= 500
+    never_leaks(caught.value.message)
+    tried = len(service.fake.requests)
+    service.fake.script(*[Error(500)] * tried)
+    with (
+        pytest.raises(anthropic.APIStatusError) as streamed,  # an error event after message_start
+        client.messages.stream(
+            model="gpt-4o", max_tokens=10, messages=[{"role": "user", "content": "y"}], extra_body=session
+        ) as stream,
+    ):
+        "".join(stream.text_stream)
+    never_leaks(str(streamed.value))
+    stored = (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"]
+    assert [m["role"] for m in stored if m["role"] == "assistant"] == []

@@ -5,8 +5,10 @@ contextshift token; ``model`` names a configured contextshift model; ``system`` 
 its window (a ``tool_use`` and its ``tool_result`` are kept or dropped together; the system prompt and the
 last user message that is not only tool results are protected), forwarded to the model's provider
 (OpenAI-compatible or Anthropic, translated where needed), and the answer comes back as an Anthropic
-``message`` or its stream of events. Every answer that reached fitting carries ``x-contextshift-excluded``
-and ``x-contextshift-audit``. Errors are Anthropic's ``{"type": "error", "error": {"type", "message"}}``.
+``message`` or its stream of events. ``extra_body={"contextshift": {"chat_id": ...}}`` answers from a stored
+chat's pipeline, as on ``/v1/chat/completions`` (``compat_sessions``). Every answer that reached fitting
+carries ``x-contextshift-excluded`` and ``x-contextshift-audit``. Errors are Anthropic's
+``{"type": "error", "error": {"type", "message"}}``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pydantic import BaseModel
 from ...service.errors import ServiceError
 from ...service.proxy import ContextTooLong
 from .. import anthropic_wire as wire
+from .. import compat_sessions as sessions
 from ..auth import Caller
 from ..compat_forward import Dialect, forward, proxy_service, read_body, visibility
 
@@ -84,8 +87,9 @@ MESSAGES_BODY = {
                     "tools": {"type": "array", "items": {"type": "object"}},
                     "contextshift": {
                         "type": "object",
-                        "description": "contextshift's options: strategy (a registered context strategy)",
-                        "properties": {"strategy": {"type": "string"}},
+                        "description": "contextshift's options: strategy (a registered context strategy), "
+                        "chat_id (answer from that stored chat's pipeline: the last user message is its new turn)",
+                        "properties": {"strategy": {"type": "string"}, "chat_id": {"type": "string"}},
                         "additionalProperties": False,
                     },
                 },
@@ -98,11 +102,12 @@ MESSAGES_BODY = {
 router = APIRouter(prefix="/v1", tags=["anthropic-compatible"])
 
 ANTHROPIC_DIALECT = Dialect(
-    answer=lambda reply, prepared: wire.message(reply, audit_id=prepared.audit_id, model=prepared.call.model),
-    writer=lambda prepared: wire.Events(audit_id=prepared.audit_id, model=prepared.call.model),
+    answer=lambda reply, audit_id, call: wire.message(reply, audit_id=audit_id, model=call.model),
+    writer=lambda audit_id, call: wire.Events(audit_id=audit_id, model=call.model),
     service_error=wire.service_error,
     provider_response=wire.provider_response,
     stream_error=wire.stream_error,
+    stream_refusal=wire.stream_refusal,
 )
 
 
@@ -122,8 +127,12 @@ async def messages(request: Request, principal: Caller) -> Response:
     service = proxy_service(request)
     try:
         parsed, clean = await read_body(request)
-        call, _extension = wire.read_call(parsed.value, user_id=principal.user_id, clean=clean)
+        call, extension = wire.read_call(parsed.value, user_id=principal.user_id, clean=clean)
         call = replace(call, token_strategy=principal.context_strategy)
+        if extension.get("chat_id") is not None:
+            return await sessions.answer(
+                service, request.app.state.generations, call, extension["chat_id"], principal, ANTHROPIC_DIALECT
+            )
         prepared = await service.prepare(call)
     except ContextTooLong as error:
         return wire.service_error(error, visibility(error.audit_id, 0))

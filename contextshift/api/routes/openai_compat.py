@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from ...service.errors import ServiceError
 from ...service.proxy import ContextTooLong
-from .. import openai_sessions as sessions
+from .. import compat_sessions as sessions
 from .. import openai_wire as wire
 from ..auth import Caller
 from ..compat_forward import Dialect, forward, proxy_service, read_body
@@ -104,13 +104,12 @@ CHAT_BODY = {
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
 OPENAI_DIALECT = Dialect(
-    answer=lambda reply, prepared: wire.completion(reply, audit_id=prepared.audit_id, model=prepared.call.model),
-    writer=lambda prepared: wire.Chunks(
-        audit_id=prepared.audit_id, model=prepared.call.model, include_usage=prepared.call.include_usage
-    ),
+    answer=lambda reply, audit_id, call: wire.completion(reply, audit_id=audit_id, model=call.model),
+    writer=lambda audit_id, call: wire.Chunks(audit_id=audit_id, model=call.model, include_usage=call.include_usage),
     service_error=wire.service_error,
     provider_response=wire.provider_response,
     stream_error=wire.stream_error,
+    stream_refusal=wire.stream_refusal,
 )
 
 
@@ -161,13 +160,13 @@ async def chat_completions(request: Request, principal: Caller) -> Response:
     service = proxy_service(request)
     try:
         parsed, clean = await read_body(request)
-        call, include_usage, extension = wire.read_call(
+        call, extension = wire.read_call(
             parsed.value, user_id=principal.user_id, messages_json=parsed.messages_json, clean=clean
         )
         call = replace(call, token_strategy=principal.context_strategy)
         if extension.get("chat_id") is not None:
             return await sessions.answer(
-                service, request.app.state.generations, call, extension["chat_id"], include_usage, principal
+                service, request.app.state.generations, call, extension["chat_id"], principal, OPENAI_DIALECT
             )
         prepared = await service.prepare(call)
     except ContextTooLong as error:

@@ -1,4 +1,6 @@
-"""Optional sessions of the OpenAI-compatible endpoint (V7): ``extra_body={"contextshift": {"chat_id": ...}}``.
+"""Optional sessions of the compatible endpoints (V7): ``extra_body={"contextshift": {"chat_id": ...}}`` on
+``POST /v1/chat/completions`` and ``POST /v1/messages`` alike, each answering in its own wire shape (a
+:class:`~.compat_forward.Dialect`).
 
 The request's last user message becomes the new user turn of the stored chat, and the answer comes from that
 chat's own pipeline (its bot's system prompt and persona, lorebook, memory, compaction and stored history),
@@ -23,8 +25,8 @@ from ..providers.base import ChatResult, Usage
 from ..service.errors import Refusal, ServiceError
 from ..service.generation import Done, Failed, Generations, Token
 from ..service.proxy import ProxyCall, ProxyService, invalid_request
-from . import openai_wire as wire
 from .auth import Principal
+from .compat_forward import EXCLUDED_HEADER, Dialect, visibility
 from .ownership import check_chat
 
 
@@ -35,8 +37,9 @@ def new_turn(messages: Sequence[Mapping[str, Any]]) -> str:
             content = message.get("content")
             if isinstance(content, str):
                 text = content
-            elif isinstance(content, list):
-                text = "\n".join(text_parts([p for p in content if isinstance(p, Mapping)]))
+            elif isinstance(content, list):  # its text parts: a tool result is no turn of a chat (it sends no tools)
+                texts = [p for p in content if isinstance(p, Mapping) and p.get("type") in ("text", "input_text")]
+                text = "\n".join(text_parts(texts))
             else:
                 text = ""
             if text.strip():
@@ -74,9 +77,10 @@ async def answer(
     generations: Generations,
     call: ProxyCall,
     chat_id: Any,
-    include_usage: bool,
     principal: Principal,
+    dialect: Dialect,
 ) -> Response:
+    """Answer ``call`` from the pipeline of chat ``chat_id``, in ``dialect``'s shape (a reply or a stream)."""
     await proxy.resolve(call.model)  # 404 before anything else, as without a session
     if not isinstance(chat_id, str) or not chat_id:
         raise invalid_request("contextshift.chat_id must be a chat id.", "contextshift.chat_id")
@@ -89,42 +93,41 @@ async def answer(
     try:
         generation_id, turn, result = await generations.start(chat_id, content, call.max_tokens)
     except TokenBudgetExceeded as error:
-        return wire.service_error(
+        return dialect.service_error(
             ServiceError(Refusal.INVALID, "CONTEXT_LENGTH_EXCEEDED", error.message, param="messages"),
-            {wire.EXCLUDED_HEADER: "0"},
+            {EXCLUDED_HEADER: "0"},
         )
-    headers = wire.visibility(generation_id, result.excluded_count)
+    headers = visibility(generation_id, result.excluded_count)
     events = generations.stream(chat_id, generation_id, turn, result)
     if not call.stream:
         async for event in events:
             if isinstance(event, Done):
                 await proxy.copy_chat_audit(chat_id, generation_id, call.user_id)
-                answered = wire.completion(_reply(event), audit_id=generation_id, model=call.model)
-                return JSONResponse(answered, headers=headers)
+                return JSONResponse(dialect.answer(_reply(event), generation_id, call), headers=headers)
             if isinstance(event, Failed):
                 await proxy.copy_chat_audit(chat_id, generation_id, call.user_id)
                 upstream = _failure(event.code, event.message)
                 if isinstance(upstream, ProviderError):
-                    return wire.provider_response(upstream, headers)
-                return wire.service_error(ServiceError(Refusal.INVALID, event.code, event.message), headers)
+                    return dialect.provider_response(upstream, headers)
+                return dialect.service_error(ServiceError(Refusal.INVALID, event.code, event.message), headers)
         raise ServiceError(Refusal.UPSTREAM_FAILED, "GENERATION_FAILED", "The generation ended without an answer.")
 
-    chunks = wire.Chunks(audit_id=generation_id, model=call.model, include_usage=include_usage)
+    writer = dialect.writer(generation_id, call)
 
     async def body() -> AsyncIterator[bytes]:
-        yield chunks.start()
+        yield writer.start()
         async for event in events:
             if isinstance(event, Token):
-                yield chunks.text(event.text)
+                yield writer.text(event.text)
             elif isinstance(event, Done):
-                for chunk in chunks.end(_reply(event)):
+                for chunk in writer.end(_reply(event)):
                     yield chunk
             elif isinstance(event, Failed):
                 upstream = _failure(event.code, event.message)
                 if isinstance(upstream, ProviderError):
-                    yield wire.sse(wire.provider_error(upstream)[1])
+                    yield dialect.stream_error(upstream)
                 else:
-                    yield wire.sse(wire.error_body(event.message, "invalid_request_error", event.code.lower()))
+                    yield dialect.stream_refusal(event.code, event.message)
         await proxy.copy_chat_audit(chat_id, generation_id, call.user_id)
 
     return StreamingResponse(body(), media_type="text/event-stream", headers={**headers, "cache-control": "no-cache"})
