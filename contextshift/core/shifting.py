@@ -11,11 +11,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, filterfalse, islice, repeat
-from operator import attrgetter, eq
+from operator import attrgetter, countOf, eq
 from typing import Any, cast, overload
 
 from .errors import TokenBudgetExceeded
-from .groups import Group, SparseKinds, find_links, group_index
+from .groups import Group, MessageKinds, find_links, group_index
 from .messages import Message, MessageLike, MessageView, normalized, scanned
 from .tokens import (
     ChatFormatProfile,
@@ -190,7 +190,8 @@ class Prompt:
         read_links: list[tuple[str, ...] | None] | None = None
         if lazy and not isinstance(messages, list | tuple | str | bytes | Mapping):
             messages = list(messages)  # read once: a generator is not read twice
-        only_messages = isinstance(messages, list | tuple) and set(map(type, messages)) == {Message}
+        # Every item's type is Message (``countOf`` compares by identity first: the cheapest pass over them).
+        only_messages = isinstance(messages, list | tuple) and countOf(map(type, messages), Message) == len(messages)
         self._id_keys: dict[str, str] | None = None
         #: Set by a caller that builds one result of this prompt and drops it (see context_shift_reasons).
         self.single_result = False
@@ -209,12 +210,14 @@ class Prompt:
         self._groups: list[Group] | None = None
         if groups is None:
             specials: list[int] | None = None
-            found: list[int] | SparseKinds | None = kinds
-            if found is None:  # Message objects: the kinds of the few whose kind is not 0
+            special_kinds: list[int] | None = None
+            found: list[int] | MessageKinds | None = kinds
+            if found is None:  # Message objects: the positions and kinds of the few whose kind is not 0
                 built = self.messages
                 specials = list(compress(range(len(built)), map(_kind, built)))
-                found = SparseKinds(zip(specials, map(_kind, map(built.__getitem__, specials)), strict=True))
-            links = find_links(self.messages, found, specials, links=read_links)
+                special_kinds = list(map(_kind, map(built.__getitem__, specials)))
+                found = MessageKinds(built)  # any other position's kind, read from its message if asked for
+            links = find_links(self.messages, found, specials, links=read_links, special_kinds=special_kinds)
             assert links is not None  # strict: a malformed message raised
             self.multi: dict[int, list[int]] = links.multi
             self.root_of: dict[int, int] = links.root_of
@@ -504,7 +507,7 @@ def shift_prompt(
     candidates: list[int] | None = None  # None: every root not in ``skip``, ascending (read as walked)
     skip: set[int] = set()
     if plan.order is None:
-        skip = {p for p, root in root_of.items() if p != root}  # the groups' later members
+        skip = root_of.keys() - multi.keys()  # the groups' later members (the roots are multi's keys)
         skip |= protected_roots
         skip |= pre_gone
         if pre_gone:
@@ -602,7 +605,9 @@ def _with_members(
     prompt order, and the members are every position from the first root to the last root's last member
     that is not in ``between`` (found at C speed, without looking at each group).
     """
-    if between is not None and roots:
+    if not roots:
+        return roots
+    if between is not None:
         last = roots[-1]
         members = multi.get(last)
         return _span_without(range(roots[0], (last if members is None else members[-1]) + 1), between)
