@@ -649,21 +649,25 @@ def _walk(
             total += fixed
             fixed = 0  # charged once, with the first message that stays
         multi = prompt.multi
+        get_members, cost_of = multi.get, costs.__getitem__
         walked: list[int] = []
         batch = _FIRST_BATCH
+        # What the groups walked may spend: the budget less what stays and the fixed cost (charged with the
+        # first group walked when nothing else stays). So the loop does one test and one subtraction a group.
+        allowed = room = budget - total - fixed
         while chunk := list(islice(newest_first, batch)):
             # Each root's group, or the root alone (``zip`` makes its 1-tuple): no Python code per root.
-            prompt.count(list(chain.from_iterable(map(multi.get, chunk, zip(chunk)))) if multi else chunk)
+            prompt.count(list(chain.from_iterable(map(get_members, chunk, zip(chunk)))) if multi else chunk)
+            for number, root in enumerate(chunk):
+                members = get_members(root)
+                group_cost = cost_of(root) if members is None else sum(map(cost_of, members))
+                if group_cost > room:
+                    walked += chunk[:number]
+                    return walked, True, total + (allowed - room) + (fixed if walked else 0)
+                room -= group_cost
+            walked += chunk
             batch *= 2
-            for root in chunk:
-                members = multi.get(root)
-                group_cost = costs[root] if members is None else sum(map(costs.__getitem__, members))
-                if total + group_cost + fixed > budget:
-                    return walked, True, total
-                total += group_cost + fixed
-                fixed = 0
-                walked.append(root)
-        return walked, False, total
+        return walked, False, total + (allowed - room) + (fixed if walked else 0)
     # A profile whose whole-prompt count is not the sum of its messages: only its own count decides.
     candidates = list(newest_first)
     kept = list(stays)
@@ -690,12 +694,13 @@ def build_result(
     messages, ids_at = prompt.messages, prompt.ids_at
     removed, kept_positions = outcome.removed, outcome.kept
     # Every position is kept or removed: all are context-shift, then the kept ones fit.
+    kept = list(map(messages.__getitem__, kept_positions))
     reasons = prompt.context_shift_reasons()
-    reasons.update(zip(ids_at(kept_positions), repeat(FIT)))
+    for message in kept:  # a plain loop: faster than ``update`` of a zip of the ids with ``repeat(FIT)``
+        reasons[message.id] = FIT
     codes = outcome.codes
     reasons.update(zip(ids_at(codes), codes.values(), strict=True))
     reasons.update(zip(ids_at(prompt.protected_members), repeat(PROTECTED)))
-    kept = list(map(messages.__getitem__, kept_positions))
     fields: dict[str, Any] = {
         "kept": kept,
         "excluded": MessageView(messages, removed),
