@@ -12,13 +12,14 @@ once per message) says which is which.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import compress
-from operator import attrgetter
-from typing import NamedTuple
+from itertools import compress, repeat
+from operator import and_, attrgetter
+from typing import NamedTuple, cast
 
 from .messages import KIND_LINKED, KIND_MALFORMED, KIND_PROTECTED, KIND_TOOL, Message, link_ids
 
 _kind = attrgetter("_kind")
+_links_of = attrgetter("_links")
 _LINKING = KIND_LINKED | KIND_TOOL | KIND_MALFORMED
 
 
@@ -51,6 +52,19 @@ class SparseKinds(dict[int, int]):
         return 0
 
 
+class MessageKinds:
+    """Each position's ``_kind`` bits, read from the message when asked for: what :func:`find_links` needs of
+    the few positions it looks at beside the ones whose kinds it was given."""
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self._messages = messages
+
+    def __getitem__(self, position: int) -> int:
+        return self._messages[position]._kind
+
+
 class Links(NamedTuple):
     """The groups of two or more members of a prompt; every other position is a singleton."""
 
@@ -66,104 +80,131 @@ class Links(NamedTuple):
 
 def find_links(
     messages: Sequence[Message],
-    kinds: Sequence[int] | SparseKinds,
+    kinds: Sequence[int] | SparseKinds | MessageKinds,
     specials: Sequence[int] | None = None,
     *,
     strict: bool = True,
     links: Sequence[tuple[str, ...] | None] | None = None,
+    special_kinds: Sequence[int] | None = None,
 ) -> Links | None:
-    """The multi-member groups of ``messages``. ``kinds``: each message's kind bits (a list, or a
-    :class:`SparseKinds`). ``specials``: the positions whose kind is not 0 (ascending).
-    ``links``: each message's ``_links``, where they were read without building the messages.
+    """The multi-member groups of ``messages``. ``kinds``: each message's kind bits (a list, a
+    :class:`SparseKinds`, or anything that reads a position's bits). ``specials``: the positions whose kind
+    is not 0 (ascending), and ``special_kinds`` their kinds where the caller read them already. ``links``:
+    each message's ``_links``, where they were read without building the messages.
 
     A malformed message (see ``KIND_MALFORMED``) raises what deriving its link ids raises, or, when not
     ``strict``, makes the answer None. Linear in the number of messages that can link (plus, once there is
     an id-less tool result, the messages scanned back for its assistant).
     """
     if specials is None:
+        assert not isinstance(kinds, MessageKinds)  # it reads positions only: ``specials`` come with it
         specials = sorted(kinds) if isinstance(kinds, SparseKinds) else list(compress(range(len(kinds)), kinds))
-    # Union-find over the positions that joined a group. Positions are visited in ascending order and the
-    # smaller root always wins, so a group's root is its earliest member.
-    parent: dict[int, int] = {}
-
-    def find(item: int) -> int:
-        root = item
-        while (up := parent[root]) != root:
-            root = up
-        while (up := parent[item]) != root:
-            parent[item] = root
-            item = up
-        return root
-
-    def merge(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            if rb < ra:
-                ra, rb = rb, ra
-            parent[rb] = ra
-
-    protected: list[int] = []
+    if special_kinds is None:
+        special_kinds = list(map(kinds.__getitem__, specials))
+    # Each special's link ids, read at C speed. A protected message with no other bit has none (it is not
+    # linked, nor malformed), so it needs no test of its own in the loop below.
+    ids_of: list[tuple[str, ...] | None]
+    if links is None:
+        ids_of = list(map(_links_of, map(messages.__getitem__, specials)))
+    else:
+        ids_of = list(map(links.__getitem__, specials))
+    protected = list(compress(specials, map(and_, special_kinds, repeat(KIND_PROTECTED))))
+    if any(map(and_, special_kinds, repeat(KIND_MALFORMED))):
+        if not strict:
+            return None
+        for number, kind in enumerate(special_kinds):  # in prompt order: the first that fails raises
+            if kind & KIND_MALFORMED:
+                ids_of[number] = link_ids(messages[specials[number]])  # derived again: fails as it always did
+    # A group is a list of its positions; ``root_of`` maps each member to the group's label, which is its
+    # root (earliest member) unless two groups merged (see _merge). A link id's owner is the first message
+    # that carries it; a later one carrying it joins the owner's group. The positions come in ascending
+    # order, so a position joining its first group is that group's largest and is appended.
     owner_of_id: dict[str, int] = {}
     setdefault = owner_of_id.setdefault
-    get_parent = parent.get
+    root_of: dict[int, int] = {}
+    multi: dict[int, list[int]] = {}
+    get_root = root_of.get
+    scattered: set[int] = set()
+    merged: set[int] = set()  # the labels of the groups made by merging (sorted and checked at the end)
+    unlinked: list[int] = []  # the specials without a link id
+    for index, ids in zip(specials, cast(list[tuple[str, ...]], ids_of), strict=True):
+        if not ids:
+            unlinked.append(index)
+            continue
+        for link in ids:
+            owner = setdefault(link, index)
+            if owner == index:
+                continue
+            label = get_root(owner)
+            mine = get_root(index)
+            if mine is None:
+                if label is None:
+                    root_of[owner] = label = owner
+                    multi[owner] = [owner, index]
+                    if index != owner + 1:
+                        scattered.add(owner)
+                else:
+                    members = multi[label]
+                    if members[-1] != index - 1:
+                        scattered.add(label)
+                    members.append(index)
+                root_of[index] = label
+            elif mine != label:
+                if label is None:
+                    root_of[owner] = label = owner
+                    multi[owner] = [owner]
+                _merge(root_of, multi, merged, scattered, label, mine)
+    idless = [index for index in unlinked if kinds[index] & KIND_TOOL]
+    # An id-less tool result joins the nearest assistant before its run of id-less tool results. Which
+    # groups form does not depend on the order of the joins, so these come after the linked ones.
     scanned = 0  # positions below this were scanned for an assistant already
     anchor: int | None = None  # the last assistant before ``scanned``
-    for index in specials:
-        kind = kinds[index]
-        if kind & KIND_PROTECTED:
-            protected.append(index)
-            if kind == KIND_PROTECTED:
-                continue
-        if kind & KIND_MALFORMED:
-            if not strict:
-                return None
-            ids = link_ids(messages[index])  # derived again: fails as it always did
-        else:
-            ids = (messages[index]._links if links is None else links[index]) or ()
-        if ids:
-            for link in ids:
-                owner = setdefault(link, index)
-                if owner == index:
-                    continue
-                # Join ``owner``'s group; ``index`` is the largest position seen so far.
-                root = get_parent(owner)
-                if root is None:
-                    parent[owner] = root = owner
-                elif parent[root] != root:
-                    root = find(root)
-                mine = get_parent(index)
-                if mine is None:
-                    parent[index] = root
-                elif mine != root:
-                    merge(mine, root)
-        elif kind & KIND_TOOL:
-            # An id-less tool result joins the nearest assistant before its run of id-less tool results.
-            if not index or (kinds[index - 1] & (KIND_TOOL | KIND_LINKED)) != KIND_TOOL:
-                for back in range(index - 1, scanned - 1, -1):
-                    if messages[back].role == "assistant":
-                        anchor = back
-                        break
-                scanned = index
-            if anchor is not None:
-                parent.setdefault(anchor, anchor)
-                parent.setdefault(index, index)
-                merge(anchor, index)
-    multi: dict[int, list[int]] = {}
-    scattered: set[int] = set()
-    if parent:
-        # In ascending order a position's parent (never larger) already points straight at its root, and
-        # ``parent`` becomes the map from position to root.
-        for position in sorted(parent):
-            parent[position] = root = parent[parent[position]]
-            members = multi.get(root)
-            if members is None:
-                multi[root] = [position]
-            else:
-                if members[-1] != position - 1:
-                    scattered.add(root)
-                members.append(position)
-        # A union always joins two positions, so every group in ``multi`` has two or more members.
-    return Links(multi, parent, scattered, protected)
+    for index in idless:
+        if not index or (kinds[index - 1] & (KIND_TOOL | KIND_LINKED)) != KIND_TOOL:
+            for back in range(index - 1, scanned - 1, -1):
+                if messages[back].role == "assistant":
+                    anchor = back
+                    break
+            scanned = index
+        if anchor is not None:
+            for position in (anchor, index):
+                if position not in root_of:
+                    root_of[position] = position
+                    multi[position] = [position]
+                    merged.add(position)
+            if root_of[anchor] != root_of[index]:
+                _merge(root_of, multi, merged, scattered, root_of[anchor], root_of[index])
+    for label in merged & multi.keys():  # sorted, under their root, and checked for gaps
+        members = multi.pop(label)
+        members.sort()
+        root = members[0]
+        multi[root] = members
+        if root != label:
+            root_of.update(zip(members, repeat(root)))
+        scattered.discard(label)
+        if members[-1] - root >= len(members):
+            scattered.add(root)
+    if merged or list(multi) != sorted(multi):
+        multi = dict(sorted(multi.items()))
+    # A union always joins two positions, so every group in ``multi`` has two or more members.
+    return Links(multi, root_of, scattered, protected)
+
+
+def _merge(
+    root_of: dict[int, int], multi: dict[int, list[int]], merged: set[int], scattered: set[int], one: int, other: int
+) -> None:
+    """Merge the groups labelled ``one`` and ``other``: the smaller one's members move to the larger one's
+    list and label (so a position moves O(log n) times at most); the list is sorted, and labelled with its
+    root, once at the end (``merged``)."""
+    if len(multi[one]) < len(multi[other]):
+        one, other = other, one
+    moved = multi.pop(other)
+    multi[one] += moved
+    root_of.update(zip(moved, repeat(one)))
+    merged.discard(other)
+    merged.add(one)
+    scattered.discard(one)  # checked again at the end
+    scattered.discard(other)
 
 
 def build_groups(messages: Sequence[Message]) -> list[Group]:

@@ -11,11 +11,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, filterfalse, islice, repeat
-from operator import attrgetter, eq
+from operator import attrgetter, countOf, eq
+from types import FunctionType
 from typing import Any, cast, overload
 
 from .errors import TokenBudgetExceeded
-from .groups import Group, SparseKinds, find_links, group_index
+from .groups import Group, MessageKinds, find_links, group_index
 from .messages import Message, MessageLike, MessageView, normalized, scanned
 from .tokens import (
     ChatFormatProfile,
@@ -179,9 +180,11 @@ class Prompt:
         lazy: bool = False,
     ) -> None:
         check_overhead(per_message_overhead)
-        # What kind of counter this is, decided once (a runtime-checkable Protocol's isinstance is slow).
+        # What kind of counter this is, decided once (a runtime-checkable Protocol's isinstance is slow, ~9 µs:
+        # a plain function with no attributes of its own has none of a profile's members, so it is not one).
         self._chat_format = isinstance(counter, ChatFormatProfile)
-        self._profile = self._chat_format or isinstance(counter, TokenizerProfile)
+        plain_function = type(counter) is FunctionType and not counter.__dict__
+        self._profile = self._chat_format or (not plain_function and isinstance(counter, TokenizerProfile))
         if not self._profile:
             check_counter(counter)
         self.messages: Sequence[Message]
@@ -190,7 +193,8 @@ class Prompt:
         read_links: list[tuple[str, ...] | None] | None = None
         if lazy and not isinstance(messages, list | tuple | str | bytes | Mapping):
             messages = list(messages)  # read once: a generator is not read twice
-        only_messages = isinstance(messages, list | tuple) and set(map(type, messages)) == {Message}
+        # Every item's type is Message (``countOf`` compares by identity first: the cheapest pass over them).
+        only_messages = isinstance(messages, list | tuple) and countOf(map(type, messages), Message) == len(messages)
         self._id_keys: dict[str, str] | None = None
         #: Set by a caller that builds one result of this prompt and drops it (see context_shift_reasons).
         self.single_result = False
@@ -209,12 +213,14 @@ class Prompt:
         self._groups: list[Group] | None = None
         if groups is None:
             specials: list[int] | None = None
-            found: list[int] | SparseKinds | None = kinds
-            if found is None:  # Message objects: the kinds of the few whose kind is not 0
+            special_kinds: list[int] | None = None
+            found: list[int] | MessageKinds | None = kinds
+            if found is None:  # Message objects: the positions and kinds of the few whose kind is not 0
                 built = self.messages
                 specials = list(compress(range(len(built)), map(_kind, built)))
-                found = SparseKinds(zip(specials, map(_kind, map(built.__getitem__, specials)), strict=True))
-            links = find_links(self.messages, found, specials, links=read_links)
+                special_kinds = list(map(_kind, map(built.__getitem__, specials)))
+                found = MessageKinds(built)  # any other position's kind, read from its message if asked for
+            links = find_links(self.messages, found, specials, links=read_links, special_kinds=special_kinds)
             assert links is not None  # strict: a malformed message raised
             self.multi: dict[int, list[int]] = links.multi
             self.root_of: dict[int, int] = links.root_of
@@ -504,7 +510,7 @@ def shift_prompt(
     candidates: list[int] | None = None  # None: every root not in ``skip``, ascending (read as walked)
     skip: set[int] = set()
     if plan.order is None:
-        skip = {p for p, root in root_of.items() if p != root}  # the groups' later members
+        skip = root_of.keys() - multi.keys()  # the groups' later members (the roots are multi's keys)
         skip |= protected_roots
         skip |= pre_gone
         if pre_gone:
@@ -602,7 +608,9 @@ def _with_members(
     prompt order, and the members are every position from the first root to the last root's last member
     that is not in ``between`` (found at C speed, without looking at each group).
     """
-    if between is not None and roots:
+    if not roots:
+        return roots
+    if between is not None:
         last = roots[-1]
         members = multi.get(last)
         return _span_without(range(roots[0], (last if members is None else members[-1]) + 1), between)
@@ -644,21 +652,25 @@ def _walk(
             total += fixed
             fixed = 0  # charged once, with the first message that stays
         multi = prompt.multi
+        get_members, cost_of = multi.get, costs.__getitem__
         walked: list[int] = []
         batch = _FIRST_BATCH
+        # What the groups walked may spend: the budget less what stays and the fixed cost (charged with the
+        # first group walked when nothing else stays). So the loop does one test and one subtraction a group.
+        allowed = room = budget - total - fixed
         while chunk := list(islice(newest_first, batch)):
             # Each root's group, or the root alone (``zip`` makes its 1-tuple): no Python code per root.
-            prompt.count(list(chain.from_iterable(map(multi.get, chunk, zip(chunk)))) if multi else chunk)
+            prompt.count(list(chain.from_iterable(map(get_members, chunk, zip(chunk)))) if multi else chunk)
+            for number, root in enumerate(chunk):
+                members = get_members(root)
+                group_cost = cost_of(root) if members is None else sum(map(cost_of, members))
+                if group_cost > room:
+                    walked += chunk[:number]
+                    return walked, True, total + (allowed - room) + (fixed if walked else 0)
+                room -= group_cost
+            walked += chunk
             batch *= 2
-            for root in chunk:
-                members = multi.get(root)
-                group_cost = costs[root] if members is None else sum(map(costs.__getitem__, members))
-                if total + group_cost + fixed > budget:
-                    return walked, True, total
-                total += group_cost + fixed
-                fixed = 0
-                walked.append(root)
-        return walked, False, total
+        return walked, False, total + (allowed - room) + (fixed if walked else 0)
     # A profile whose whole-prompt count is not the sum of its messages: only its own count decides.
     candidates = list(newest_first)
     kept = list(stays)
@@ -685,12 +697,13 @@ def build_result(
     messages, ids_at = prompt.messages, prompt.ids_at
     removed, kept_positions = outcome.removed, outcome.kept
     # Every position is kept or removed: all are context-shift, then the kept ones fit.
+    kept = list(map(messages.__getitem__, kept_positions))
     reasons = prompt.context_shift_reasons()
-    reasons.update(zip(ids_at(kept_positions), repeat(FIT)))
+    for message in kept:  # a plain loop: faster than ``update`` of a zip of the ids with ``repeat(FIT)``
+        reasons[message.id] = FIT
     codes = outcome.codes
     reasons.update(zip(ids_at(codes), codes.values(), strict=True))
     reasons.update(zip(ids_at(prompt.protected_members), repeat(PROTECTED)))
-    kept = list(map(messages.__getitem__, kept_positions))
     fields: dict[str, Any] = {
         "kept": kept,
         "excluded": MessageView(messages, removed),

@@ -376,7 +376,8 @@ def callable_costs(
             if type(counted) is not int or counted < 0:
                 counted = checked_count(counted, message.id)
             memo[text] = counted
-        if isinstance(message.content, tuple):
+        content = message.content
+        if content is not text and isinstance(content, tuple):  # a string content is its own text
             counted += media_tokens(message)
         append(counted + per_message_overhead)
     return costs

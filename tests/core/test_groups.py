@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from contextshift import shift_context
-from contextshift.core.groups import build_groups
+from contextshift.core.groups import build_groups, find_links
 from contextshift.core.messages import normalize_messages
 
 
@@ -110,3 +110,34 @@ def test_a_prompts_owner_map_is_built_once_and_names_each_positions_group() -> N
     assert [[prompt.ids[p] for p in prompt.groups[owner[p]].members] for p in range(len(raw))] == [
         ["s"], ["a", "r1", "r2"], ["a", "r1", "r2"], ["u"], ["a", "r1", "r2"]
     ]
+
+
+def test_a_message_joining_two_groups_merges_them_under_their_earliest_member() -> None:
+    # The later group (from a2) is the larger one when x joins both; the merged group's root is still a1,
+    # and an id-less result after x joins it too. Another run of id-less results forms a group of its own.
+    raw = [
+        call("a1", "c1"),
+        {"id": "u", "role": "user", "content": "q"},
+        call("a2", "c2"),
+        result("r2", "c2"),
+        result("r2b", "c2"),
+        result("r2c", "c2"),
+        result("r1", "c1"),
+        {**call("x", "c2"), "tool_call_id": "c1"},
+        result("after-x"),
+        {"id": "b", "role": "assistant", "content": "plain"},
+        result("b1"),
+        result("b2"),
+    ]
+    assert members(raw) == [
+        ["a1", "a2", "r2", "r2b", "r2c", "r1", "x", "after-x"],
+        ["u"],
+        ["b", "b1", "b2"],
+    ]
+    messages = normalize_messages(raw)
+    links = find_links(messages, [m._kind for m in messages])
+    assert links is not None
+    assert links.multi == {0: [0, 2, 3, 4, 5, 6, 7, 8], 9: [9, 10, 11]}
+    assert list(links.multi) == [0, 9]
+    assert links.root_of == {**dict.fromkeys([0, 2, 3, 4, 5, 6, 7, 8], 0), 9: 9, 10: 9, 11: 9}
+    assert links.scattered == {0}
