@@ -46,7 +46,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         "protected messages alone exceed the budget (prompt is too long)",
         401: "authentication_error: no token, or not a valid one",
         403: "permission_error: a request from another site",
-        404: "not_found_error: no such model",
+        404: "not_found_error: no such model, or a session's contextshift.chat_id names no chat of the caller's",
         413: "request_too_large: the request body is over the size limit",
         415: "invalid_request_error: the body is not JSON",
         429: "rate_limit_error: the provider's rate limit, passed on with Retry-After",

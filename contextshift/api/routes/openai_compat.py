@@ -43,7 +43,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         "context_length_exceeded: the protected messages alone exceed the budget",
         401: "invalid_api_key",
         403: "origin_not_allowed: a request from another site",
-        404: "model_not_found",
+        404: "model_not_found, or chat_not_found: a session's contextshift.chat_id names no chat of the caller's",
         413: "payload_too_large: the request body is over the size limit",
         415: "unsupported_media_type: the body is not JSON",
         429: "The provider's rate limit, passed through with Retry-After (or too many failed sign-ins)",
