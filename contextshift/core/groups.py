@@ -45,13 +45,6 @@ def kinds_of(messages: Sequence[Message]) -> list[int]:
     return list(map(_kind, messages))
 
 
-class SparseKinds(dict[int, int]):
-    """Each position's ``_kind`` bits, held only for the positions whose kind is not 0 (any other reads 0)."""
-
-    def __missing__(self, position: int) -> int:
-        return 0
-
-
 class MessageKinds:
     """Each position's ``_kind`` bits, read from the message when asked for: what :func:`find_links` needs of
     the few positions it looks at beside the ones whose kinds it was given."""
@@ -80,15 +73,15 @@ class Links(NamedTuple):
 
 def find_links(
     messages: Sequence[Message],
-    kinds: Sequence[int] | SparseKinds | MessageKinds,
+    kinds: Sequence[int] | MessageKinds,
     specials: Sequence[int] | None = None,
     *,
     strict: bool = True,
     links: Sequence[tuple[str, ...] | None] | None = None,
     special_kinds: Sequence[int] | None = None,
 ) -> Links | None:
-    """The multi-member groups of ``messages``. ``kinds``: each message's kind bits (a list, a
-    :class:`SparseKinds`, or anything that reads a position's bits). ``specials``: the positions whose kind
+    """The multi-member groups of ``messages``. ``kinds``: each message's kind bits (a list, or a
+    :class:`MessageKinds` that reads a position's bits from its message). ``specials``: the positions whose kind
     is not 0 (ascending), and ``special_kinds`` their kinds where the caller read them already. ``links``:
     each message's ``_links``, where they were read without building the messages.
 
@@ -98,7 +91,7 @@ def find_links(
     """
     if specials is None:
         assert not isinstance(kinds, MessageKinds)  # it reads positions only: ``specials`` come with it
-        specials = sorted(kinds) if isinstance(kinds, SparseKinds) else list(compress(range(len(kinds)), kinds))
+        specials = list(compress(range(len(kinds)), kinds))
     if special_kinds is None:
         special_kinds = list(map(kinds.__getitem__, specials))
     # Each special's link ids, read at C speed. A protected message with no other bit has none (it is not
