@@ -12,14 +12,14 @@ once per message) says which is which.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
 from itertools import compress, repeat
-from operator import and_, attrgetter
+from operator import and_, attrgetter, or_
 from typing import NamedTuple, cast
 
 from .messages import KIND_LINKED, KIND_MALFORMED, KIND_PROTECTED, KIND_TOOL, Message, link_ids
 
 _kind = attrgetter("_kind")
-_links_of = attrgetter("_links")
 _LINKING = KIND_LINKED | KIND_TOOL | KIND_MALFORMED
 
 
@@ -94,15 +94,21 @@ def find_links(
         specials = list(compress(range(len(kinds)), kinds))
     if special_kinds is None:
         special_kinds = list(map(kinds.__getitem__, specials))
-    # Each special's link ids, read at C speed. A protected message with no other bit has none (it is not
-    # linked, nor malformed), so it needs no test of its own in the loop below.
+    # Each special's link ids (a comprehension reads a slot at the interpreter's specialized speed, faster than
+    # ``map(attrgetter(...))``). A protected message with no other bit has none (it is not linked, nor
+    # malformed), so it needs no test of its own in the loop below.
     ids_of: list[tuple[str, ...] | None]
     if links is None:
-        ids_of = list(map(_links_of, map(messages.__getitem__, specials)))
+        ids_of = [messages[position]._links for position in specials]
     else:
         ids_of = list(map(links.__getitem__, specials))
-    protected = list(compress(specials, map(and_, special_kinds, repeat(KIND_PROTECTED))))
-    if any(map(and_, special_kinds, repeat(KIND_MALFORMED))):
+    every_kind = reduce(or_, set(special_kinds), 0)  # the bits any special has
+    protected = (
+        list(compress(specials, map(and_, special_kinds, repeat(KIND_PROTECTED))))
+        if every_kind & KIND_PROTECTED
+        else []
+    )
+    if every_kind & KIND_MALFORMED:
         if not strict:
             return None
         for number, kind in enumerate(special_kinds):  # in prompt order: the first that fails raises

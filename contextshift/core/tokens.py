@@ -360,27 +360,28 @@ def media_tokens(message: Message) -> int:
     return images * IMAGE_PART_TOKENS + files * FILE_PART_TOKENS
 
 
-def callable_costs(
-    messages: Sequence[Message], counter: TokenCounter, per_message_overhead: int, memo: dict[str, int]
-) -> list[int]:
-    """``count(text) + per_message_overhead`` (+ media) for each message; ``memo`` holds counts by text."""
-    costs: list[int] = []
-    append = costs.append
-    for message in messages:
-        text = message._text
-        if text is None:
-            text = message.text
-        counted = memo.get(text)
-        if counted is None:
-            counted = counter(text)
-            if type(counted) is not int or counted < 0:
-                counted = checked_count(counted, message.id)
-            memo[text] = counted
-        content = message.content
-        if content is not text and isinstance(content, tuple):  # a string content is its own text
-            counted += media_tokens(message)
-        append(counted + per_message_overhead)
-    return costs
+def callable_cost(message: Message, counter: TokenCounter, per_message_overhead: int) -> int:
+    """``count(text) + per_message_overhead`` for one message, plus the fixed cost of its image and file parts.
+
+    Raises:
+        TypeError: the counter returned something that is not an integer (the error names the message).
+        ValueError: the counter returned a negative count.
+    """
+    text = message._text
+    if text is None:
+        text = message.text
+    counted = counter(text)
+    if type(counted) is not int or counted < 0:
+        counted = checked_count(counted, message.id)
+    content = message.content
+    if content is not text and isinstance(content, tuple):  # a string content is its own text
+        counted += media_tokens(message)
+    return counted + per_message_overhead
+
+
+def callable_costs(messages: Sequence[Message], counter: TokenCounter, per_message_overhead: int) -> list[int]:
+    """:func:`callable_cost` of each message."""
+    return [callable_cost(message, counter, per_message_overhead) for message in messages]
 
 
 def profile_costs(profile: ChatFormatProfile, messages: Sequence[Message]) -> list[int]:
@@ -415,7 +416,7 @@ def message_costs(
             costs.append(max(0, one - empty))
         return costs, empty
     check_counter(counter)
-    return callable_costs(messages, counter, per_message_overhead, {}), 0
+    return callable_costs(messages, counter, per_message_overhead), 0
 
 
 def prompt_tokens(

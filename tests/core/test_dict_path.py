@@ -7,13 +7,16 @@ The dicts most prompts are made of take a one-look path into ``Message``; everyt
 from __future__ import annotations
 
 import copy
+import re
+from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from contextshift import Message, get_tokenizer, shift_context, shift_with_strategy
-from contextshift.core.messages import normalize_messages
+from contextshift.core.messages import normalize_messages, with_id
 
 from .strategies_gen import OVERHEAD, Attempt, Scenario, approx_tokens, attempt, examples, scenarios
 
@@ -43,6 +46,35 @@ def test_dicts_and_messages_shift_identically(s: Scenario, exact: bool) -> None:
         )
     )
     _same(as_dicts, as_objects)
+
+
+@SETTINGS
+@given(s=scenarios(max_segments=8), exact=st.booleans(), drop=st.data())
+def test_id_less_messages_shift_as_their_numbered_copies(s: Scenario, exact: bool, drop: st.DataObject) -> None:
+    # Message objects without ids (as the factories make them) take the lazy path: each gets its msg-<index>
+    # copy only when it is counted, kept or read, and the shift is the one of the copies made up front.
+    counter: Any = GPT4O if exact else approx_tokens
+    objects = [Message.from_dict(d) for d in s.dicts]
+    id_less = [replace(m, id="") if drop.draw(st.booleans()) else m for m in objects]
+    try:
+        numbered = normalize_messages(id_less)
+    except ValueError as error:  # a msg-<index> id another message has: the shift says the same
+        with pytest.raises(ValueError, match=re.escape(str(error))):
+            shift_context(id_less, counter, s.budget, per_message_overhead=OVERHEAD)
+        return
+    _same(
+        attempt(lambda: shift_context(id_less, counter, s.budget, per_message_overhead=OVERHEAD)),
+        attempt(lambda: shift_context(numbered, counter, s.budget, per_message_overhead=OVERHEAD)),
+    )
+
+
+@SETTINGS
+@given(s=scenarios(max_segments=8), ident=st.text(max_size=8))
+def test_with_id_is_replace_without_checking_again(s: Scenario, ident: str) -> None:
+    for message in [Message.from_dict(d) for d in s.dicts]:
+        copied, replaced = with_id(message, ident), replace(message, id=ident)
+        assert copied == replaced and type(copied) is Message
+        assert (copied._text, copied._links, copied._kind) == (replaced._text, replaced._links, replaced._kind)
 
 
 @SETTINGS
@@ -127,16 +159,22 @@ def test_a_shift_of_dicts_builds_only_the_messages_it_counts() -> None:
     prompt = Prompt(copy.deepcopy(dicts), lambda text: len(text) // 4, lazy=True)
     outcome = shift_prompt(prompt, 2_000)
     built = [p for p in range(len(dicts)) if prompt.messages._built[p] is not None]  # type: ignore[attr-defined]
-    # Built = counted: the protected system prompt, and the newest groups counted in batches of 64 and then
-    # 128 from the end (a tool exchange, call and result, is one group).
+    # Built = counted: the protected system prompt, the newest groups that stay, and the one group before
+    # them that no longer fits (a plain callable counts each group as it is walked; a tool exchange, call and
+    # result, is one group).
     sizes: list[int] = []
     for d in dicts[1:]:
         if d["role"] == "tool":
             sizes[-1] += 1
         else:
             sizes.append(1)
+    staying, groups_kept = len(outcome.kept) - 1, 0
+    while staying > 0:
+        groups_kept += 1
+        staying -= sizes[-groups_kept]
+    assert staying == 0
     assert built == sorted(prompt._costs)
-    assert len(built) == 1 + sum(sizes[-(64 + 128):]) < len(dicts) // 5
+    assert len(built) == len(outcome.kept) + sizes[-(groups_kept + 1)] < len(dicts) // 10
     result = build_result(prompt, outcome, 2_000, diagnostics=excluded_note(len(outcome.removed)))
     assert len(result.kept) == len(dicts) - len(outcome.removed) < len(built)
     # The excluded are built when read, and are the messages the object path excludes.
@@ -144,3 +182,19 @@ def test_a_shift_of_dicts_builds_only_the_messages_it_counts() -> None:
     assert result.excluded == objects.excluded and list(result.excluded) == objects.excluded
     assert result.to_dict() == objects.to_dict()
     assert copy.deepcopy(result.excluded) == objects.excluded and type(copy.deepcopy(result.excluded)) is list
+
+
+def test_a_shift_of_id_less_messages_copies_only_the_ones_it_counts() -> None:
+    from contextshift.core.shifting import Prompt, build_result, shift_prompt
+
+    messages = [Message.system("be brief")]
+    for turn in range(1, 400):
+        messages += [Message.user(f"question {turn} " * 5), Message.assistant(f"answer {turn} " * 8)]
+    prompt = Prompt(messages, lambda text: len(text) // 4, lazy=True)
+    outcome = shift_prompt(prompt, 1_000)
+    copied = [p for p in range(len(messages)) if prompt.messages._built[p] is not None]  # type: ignore[attr-defined]
+    # Counted: the system prompt and the newest messages down to the first that no longer fits; no other copy.
+    assert copied == sorted(prompt._costs) == [0, *range(len(messages) - len(outcome.kept), len(messages))]
+    result = build_result(prompt, outcome, 1_000)
+    assert [m.id for m in result.kept][:2] == ["msg-0", f"msg-{len(messages) - len(outcome.kept) + 1}"]
+    assert list(result.reasons)[:2] == ["msg-0", "msg-1"] and result.excluded[0].id == "msg-1"
