@@ -323,26 +323,28 @@ def recall(request: StrategyRequest) -> ShiftResult:
     recalled = [p for n in sorted(chosen, key=lambda n: prompt.groups[n].first) for p in prompt.groups[n].members]
     replaced = {p: shown.messages[p] for n in cut for p in prompt.groups[n].members}
     result = build_result(shown, second, budget, strategy="recall", diagnostics=excluded_note(len(second.removed)))
+    reasons = result.reasons  # the new result's own dict, completed before the result is handed out
     for position, copy in replaced.items():  # declared as replacements of the originals, which they stand for
-        del result.reasons[copy.id]
-        result.reasons[prompt.messages[position].id] = SUMMARIZED
-    result.truncated.extend(
-        Truncation(copy, [prompt.messages[p].id], prompt.costs[p], shown.costs[p]) for p, copy in replaced.items()
-    )
+        del reasons[copy.id]
+        reasons[prompt.messages[position].id] = SUMMARIZED
     for position in recalled:
         if position not in replaced:
-            result.reasons[prompt.messages[position].id] = RECALLED
-    tokens = sum(shown.costs[p] for p in recalled)
-    result.diagnostics.append(
+            reasons[prompt.messages[position].id] = RECALLED
+    stand_ins = [
+        Truncation(copy, [prompt.messages[p].id], prompt.cost(p), shown.cost(p)) for p, copy in replaced.items()
+    ]
+    tokens = sum(map(shown.cost, recalled))
+    diagnostics = [
+        *result.diagnostics,
         f"recall brought back {len(recalled)} message(s) ({tokens} tokens) relevant to the current input"
-        + (f" (BM25 and {embedder.name} embeddings)" if embedder is not None else "")
-    )
+        + (f" (BM25 and {embedder.name} embeddings)" if embedder is not None else ""),
+    ]
     if cut:
-        result.diagnostics.append(
+        diagnostics.append(
             f"recall cut the tool results of {len(cut)} tool group(s) ({len(replaced)} message(s)) to their excerpt "
             "relevant to the current input; the copies stand in for the originals"
         )
-    return result
+    return replace(result, truncated=[*result.truncated, *stand_ins], diagnostics=diagnostics)
 
 
 def _semantic(prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embedder) -> dict[int, float]:

@@ -473,9 +473,6 @@ class Removal:
         codes = self.codes
         return {p: codes.get(p, CONTEXT_SHIFT) for p in self.removed}
 
-    def kept_positions(self, size: int) -> list[int]:
-        return list(self.kept)
-
 
 def shift_prompt(
     prompt: Prompt,

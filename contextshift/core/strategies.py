@@ -141,12 +141,12 @@ def _with_summary(
         source="summary",
         meta={"summary_of": [prompt.messages[p].id for p in sources]},
     )
-    tokens_before = sum(prompt.costs[p] for p in sources)
+    prompt.count(sources)
+    tokens_before = sum(map(prompt.cost, sources))
     tokens_after = message_costs([summary], request.count_tokens, request.per_message_overhead)[0][0]
     if tokens_after >= tokens_before:
         return None  # a summary no smaller than what it replaces is no summary
-    kept_positions = outcome.kept_positions(len(prompt.messages))
-    kept = [prompt.messages[p] for p in kept_positions]
+    kept = [prompt.messages[p] for p in outcome.kept]
     insert_at = _current_input_position(kept)
     kept.insert(insert_at, summary)
     tokens = prompt_tokens(kept, request.count_tokens, request.per_message_overhead)
