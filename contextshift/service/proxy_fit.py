@@ -34,7 +34,7 @@ from ..core.host import shift_with_strategy
 from ..core.messages import Message, as_message, read_message
 from ..core.shifting import ShiftResult, shift_context
 from ..core.tokens import TokenizerProfile, message_costs
-from ..core.vocabulary import FIT, PROTECTED
+from ..core.vocabulary import CONTEXT_SHIFT, FIT, PROTECTED
 from ..pipeline import PipelineRequest, PromptBudgetExceeded, Sources, run_pipeline
 from ..pipeline.audit import MAX_ENTRIES
 from ..providers import to_openai_messages
@@ -448,7 +448,7 @@ def lean_audit(items: Sequence[dict[str, Any]] | Sequence[Message], fitted: Fitt
                 "content": _clip(message.text),
                 "tokens": cost,
                 "included": included,
-                "reason": reason or "context-shift",
+                "reason": reason or CONTEXT_SHIFT,
                 "order": index,
                 "name": message.name,
                 "relevance": None,
@@ -465,7 +465,7 @@ def lean_audit(items: Sequence[dict[str, Any]] | Sequence[Message], fitted: Fitt
                 "content": _clip(replacement.text),
                 "tokens": truncation.tokens_after,
                 "included": replacement.id in kept,
-                "reason": "fit",
+                "reason": FIT,
                 "order": order,
                 "name": replacement.name,
                 "relevance": None,
