@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ..core.errors import TokenBudgetExceeded
 from ..core.messages import text_parts
+from ..pipeline import ReplyReserveTooLarge
 from ..providers import ProviderError
 from ..providers.base import ChatResult, Usage
 from ..service.errors import Refusal, ServiceError
@@ -92,6 +93,9 @@ async def answer(
     await check_chat(generations.db, principal, chat_id)  # another user's chat is CHAT_NOT_FOUND (N2)
     try:
         generation_id, turn, result = await generations.start(chat_id, content, call.max_tokens)
+    except ReplyReserveTooLarge as error:  # the request's max_tokens (or the bot's reserve), not its messages
+        refusal = ServiceError(Refusal.UNPROCESSABLE, error.code, error.message, param=call.max_tokens_field)
+        return dialect.service_error(refusal, {EXCLUDED_HEADER: "0"})
     except TokenBudgetExceeded as error:
         return dialect.service_error(
             ServiceError(Refusal.INVALID, "CONTEXT_LENGTH_EXCEEDED", error.message, param="messages"),

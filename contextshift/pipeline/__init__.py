@@ -8,7 +8,14 @@ from .audit import AuditEntry
 from .interceptors import AuthorNote, Interceptor, InterceptorContext
 from .lorebook import LoreEntry
 from .memory import MemoryItem
-from .run import PipelineRequest, PipelineResult, PromptBudgetExceeded, payload_tokens, run_pipeline
+from .run import (
+    PipelineRequest,
+    PipelineResult,
+    PromptBudgetExceeded,
+    ReplyReserveTooLarge,
+    payload_tokens,
+    run_pipeline,
+)
 from .template import BLOCKS, DEFAULT_TEMPLATE, CustomBlock, parse_template
 
 __all__ = [
@@ -25,6 +32,7 @@ __all__ = [
     "PipelineRequest",
     "PipelineResult",
     "PromptBudgetExceeded",
+    "ReplyReserveTooLarge",
     "Sources",
     "parse_template",
     "payload_tokens",

@@ -48,16 +48,23 @@ class PromptBudgetExceeded(TokenBudgetExceeded):
 
 
 class ReplyReserveTooLarge(PromptBudgetExceeded):
-    """The reply reserve alone takes the whole context window: no prompt can fit, however short."""
+    """The reply reserve alone takes the whole context window: no prompt can fit, however short.
+
+    Args:
+        context_limit: the context window (or the bot's context limit), in tokens.
+        response_reserve: the reply reserve, in tokens.
+        setting: what the caller sets to lower the reserve, named in the message.
+    """
 
     code = "RESPONSE_RESERVE_TOO_LARGE"
 
-    def __init__(self, context_limit: int, response_reserve: int) -> None:
+    def __init__(
+        self, context_limit: int, response_reserve: int, *, setting: str = "response_reserve (or max_tokens)"
+    ) -> None:
         super().__init__(context_limit, response_reserve, 0, context_limit - response_reserve)
         self.message = (
             f"The reply reserve ({response_reserve} tokens) is at least the whole context window "
-            f"({context_limit} tokens), so no prompt can fit: set response_reserve (or max_tokens) below "
-            f"{context_limit}."
+            f"({context_limit} tokens), so no prompt can fit: set {setting} below {context_limit}."
         )
         self.args = (self.message,)
 

@@ -12,7 +12,8 @@ Fitting rules:
 * the budget is the model's window, minus the reply reserve (the request's ``max_tokens`` or
   ``max_completion_tokens``; else the smallest of :data:`DEFAULT_RESERVE`, the model's ``max_output_tokens``
   and a quarter of the window, as for a bot), minus the tokens of the tool definitions and other request
-  options that travel with the messages;
+  options that travel with the messages; a reserve at or above the window is refused at once
+  (:class:`ReserveTooLarge`, ``RESPONSE_RESERVE_TOO_LARGE``: nothing is fitted, audited or sent);
 * the strategy is the request's (``contextshift.strategy``), else the caller's token's ``context_strategy``,
   else the model's ``context_strategy`` setting, else ``truncate``;
 * system (and ``developer``) messages and the last user message are protected; tool calls and their results
@@ -55,7 +56,7 @@ from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..core.host import default_registry
 from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
-from ..pipeline import payload_tokens
+from ..pipeline import ReplyReserveTooLarge, payload_tokens
 from ..providers import (
     PROVIDER_CONTEXT_LENGTH,
     ChatRequest,
@@ -156,6 +157,29 @@ class ContextTooLong(ServiceError):
         self.window = window
         self.reserve = reserve
         self.needed = needed
+
+
+class ReserveTooLarge(ServiceError):
+    """The request's reply reserve (its ``max_tokens``) alone takes the model's whole window, so no prompt can
+    fit however short: a bot's ``RESPONSE_RESERVE_TOO_LARGE`` (:class:`~contextshift.pipeline.ReplyReserveTooLarge`),
+    with its words. Decided before anything is fitted, audited or sent.
+
+    Args:
+        window: the model's context window, in tokens.
+        reserve: the reply reserve, in tokens.
+        field: the request field that sets it (``max_tokens`` or ``max_completion_tokens``).
+    """
+
+    def __init__(self, window: int, reserve: int, field: str) -> None:
+        words = ReplyReserveTooLarge(window, reserve, setting=field)
+        super().__init__(
+            Refusal.UNPROCESSABLE,
+            words.code,
+            words.message,
+            param=field,
+            context_limit=window,
+            response_reserve=reserve,
+        )
 
 
 class UpstreamFailed(ContextShiftError):
@@ -455,7 +479,8 @@ class ProxyService:
         return counting_of(base, calibration)
 
     async def prepare(self, call: ProxyCall) -> Prepared:
-        """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` among them).
+        """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` and ``ReserveTooLarge``
+        among them).
 
         The model, its provider and its calibration come from the database's read cache (``storage.
         readcache``) when no write to them has come in since they were read."""
@@ -486,6 +511,8 @@ class ProxyService:
             window = DEFAULT_CONTEXT_LIMIT
             notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
         reserve = reply_reserve(call, model, window)
+        if reserve >= window:  # no prompt fits, however short: the request's own error, not its messages'
+            raise ReserveTooLarge(window, reserve, call.max_tokens_field)
         overhead = request_overhead(call, counting.profile)
         if overhead:
             notes.append(f"{overhead} tokens of tool definitions and request options count against the window")
@@ -861,6 +888,7 @@ __all__ = [
     "Prepared",
     "ProxyCall",
     "ProxyService",
+    "ReserveTooLarge",
     "UpstreamFailed",
     "anthropic_options",
     "openai_options",

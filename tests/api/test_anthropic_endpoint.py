@@ -272,6 +272,27 @@ async def test_a_400_message_agent_conversation_is_fitted_with_no_orphaned_tool_
 # -- errors ----------------------------------------------------------------------------------------------
 
 
+async def test_a_max_tokens_at_or_above_the_window_is_refused_naming_both_before_anything_is_sent(
+    service: Service,
+) -> None:
+    await setup_model(service, window=1000)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        sync_client(service).messages.create(
+            model="gpt-4o", max_tokens=1200, messages=[{"role": "user", "content": "x"}]
+        )
+    assert caught.value.body == {  # type: ignore[comparison-overlap]
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "The reply reserve (1200 tokens) is at least the whole context window (1000 tokens), "
+            "so no prompt can fit: set max_tokens below 1000.",
+        },
+    }
+    assert "x-contextshift-audit" not in caught.value.response.headers
+    assert service.fake.requests == []
+    assert (await service.http.get("/api/v2/proxy-audits")).json()["audits"] == []
+
+
 async def test_each_error_is_the_anthropic_sdks_own_class(service: Service) -> None:
     await setup_model(service, window=1000)
     client = sync_client(service)

@@ -326,6 +326,28 @@ async def test_protected_messages_over_the_budget_are_context_length_exceeded(se
     assert record["status"] == "failed" and record["error_code"] == "CONTEXT_LENGTH_EXCEEDED"
 
 
+@pytest.mark.parametrize(("field", "reserve"), [("max_tokens", 1000), ("max_completion_tokens", 1500)])
+async def test_a_reply_reserve_at_or_above_the_window_is_its_own_error_naming_both(
+    service: Service, field: str, reserve: int
+) -> None:
+    await setup_model(service, window=1000)
+    with pytest.raises(openai.BadRequestError) as caught:
+        sync_client(service).chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}], extra_body={field: reserve}
+        )
+    error = caught.value
+    assert error.body == {
+        "message": f"The reply reserve ({reserve} tokens) is at least the whole context window (1000 tokens), "
+        f"so no prompt can fit: set {field} below 1000.",
+        "type": "invalid_request_error",
+        "code": "response_reserve_too_large",
+        "param": field,
+    }
+    assert "x-contextshift-audit" not in error.response.headers
+    assert service.fake.requests == []  # nothing is sent
+    assert (await service.http.get("/api/v2/proxy-audits")).json()["audits"] == []  # nor stored
+
+
 async def test_a_rate_limit_is_passed_through_with_retry_after(service: Service) -> None:
     await setup_model(service)
     service.fake.script(Error(429, retry_after=0), Error(429, retry_after=7))
@@ -566,6 +588,22 @@ async def test_a_session_refuses_tools_an_unknown_chat_and_another_users_chat(
             extra_body={"contextshift": {"chat_id": ids["chat"]}},
         )
     assert foreign.value.code == "chat_not_found"
+    assert service.fake.requests == []
+    assert (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"] == []
+
+
+async def test_a_sessions_reply_reserve_at_or_above_the_window_is_its_own_error(service: Service) -> None:
+    ids = await service.setup_chat(context_window=1000)
+    with pytest.raises(openai.BadRequestError) as caught:
+        sync_client(service).chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": "hi"}],
+            max_tokens=1000,
+            extra_body={"contextshift": {"chat_id": ids["chat"]}},
+        )
+    error = caught.value
+    assert error.code == "response_reserve_too_large" and error.param == "max_tokens"
+    assert "(1000 tokens) is at least the whole context window (1000 tokens)" in error.message
     assert service.fake.requests == []
     assert (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"] == []
 

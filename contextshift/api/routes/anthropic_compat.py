@@ -43,7 +43,8 @@ class AnthropicError(BaseModel):
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     words = {
         400: "invalid_request_error: an invalid request, a Host the service does not answer to, or a prompt whose "
-        "protected messages alone exceed the budget (prompt is too long)",
+        "protected messages alone exceed the budget (prompt is too long), or a max_tokens that alone takes the "
+        "whole context window",
         401: "authentication_error: no token, or not a valid one",
         403: "permission_error: a request from another site",
         404: "not_found_error: no such model, or a session's contextshift.chat_id names no chat of the caller's",

@@ -39,8 +39,9 @@ class OpenAIError(BaseModel):
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     words = {
-        400: "Invalid request (or a Host the service does not answer to: host_not_allowed), or "
-        "context_length_exceeded: the protected messages alone exceed the budget",
+        400: "Invalid request (or a Host the service does not answer to: host_not_allowed), "
+        "context_length_exceeded: the protected messages alone exceed the budget, or "
+        "response_reserve_too_large: max_tokens alone takes the whole context window",
         401: "invalid_api_key",
         403: "origin_not_allowed: a request from another site",
         404: "model_not_found, or chat_not_found: a session's contextshift.chat_id names no chat of the caller's",
