@@ -147,9 +147,10 @@ def chat_request(
 
 
 def request_body(kind: str, request: ChatRequest) -> dict[str, Any]:
-    """The body a client of ``kind`` (with default options) sends for ``request``."""
+    """The body a client of ``kind`` (with default options) sends for ``request``; raises
+    :class:`UnknownProviderKind` (a ``ValueError``) for a kind with no client, as :func:`chat_request` does."""
     if kind == "anthropic":
         return anthropic_body(request)
     if kind in OPENAI_KINDS:
         return openai_body(request)
-    raise ValueError(f"unknown provider kind {kind!r}")
+    raise UnknownProviderKind(kind)

@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextshift.core import Message, ToolCall
-from contextshift.providers import ChatRequest, anthropic_body, chat_request, openai_body, request_body
+from contextshift.providers import (
+    ChatRequest,
+    UnknownProviderKind,
+    anthropic_body,
+    chat_request,
+    openai_body,
+    request_body,
+)
 from contextshift.providers.serialize import (
     CONTINUATION_TEXT,
     RAW_ARGUMENTS_KEY,
@@ -386,8 +393,16 @@ def test_chat_request_dispatches_by_kind() -> None:
     request = chat_request("anthropic", TRAVEL, model="m")
     assert (request.system, request.messages) == to_anthropic_messages(TRAVEL)
     assert request_body("anthropic", request) == anthropic_body(request)
-    with pytest.raises(ValueError):
+
+
+def test_an_unknown_kind_is_unknown_provider_kind_for_the_request_and_its_body() -> None:
+    with pytest.raises(UnknownProviderKind) as made:
         chat_request("gemini", TRAVEL, model="m")
+    with pytest.raises(UnknownProviderKind) as body:
+        request_body("gemini", chat_request("openai", TRAVEL, model="m"))
+    for caught in (made, body):
+        assert caught.value.code == "UNKNOWN_PROVIDER_KIND" and caught.value.params == {"kind": "gemini"}
+        assert str(caught.value) == "Unknown provider kind 'gemini'; expected one of openai, anthropic, openai-codex."
 
 
 # -- properties ------------------------------------------------------------------------------------------
