@@ -134,7 +134,7 @@ class BotRow(Base):
     context_strategy: Mapped[str] = mapped_column(
         String(100), nullable=False, default="truncate", server_default="truncate"
     )
-    response_reserve: Mapped[int] = mapped_column(Integer, nullable=False, default=1024, server_default="1024")
+    response_reserve: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     context_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
     lorebook_ids: Mapped[list[str]] = mapped_column(JSONValue, nullable=False, default=list)
     template: Mapped[list[Any] | None] = mapped_column(JSONOrNull, nullable=True)
