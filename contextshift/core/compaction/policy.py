@@ -55,7 +55,7 @@ LEGACY_THRESHOLD = "legacy_threshold"  # legacy, after a turn, >= threshold
 
 @dataclass(frozen=True, slots=True)
 class CompactionSettings:
-    """C4: per-bot settings. ``threshold`` 0 = automatic; ``ratio`` (0..1] is used in legacy mode only."""
+    """C4: per-bot settings. ``threshold`` 0 = automatic; ``ratio`` (0 < ratio < 1) is used in legacy mode only."""
 
     enabled: bool = True
     threshold: int = 0
