@@ -642,7 +642,8 @@ def _walk(
     """Walk the candidate roots from the last of the plan's order back, keeping each group while the prompt
     fits: the roots kept (in walk order), whether the walk stopped at a group that did not fit, and (for an
     additive counter) the cost of everything that stays. The candidates are read only as far as the walk
-    goes, and counted a batch at a time."""
+    goes: a plain callable counts each group as it is walked (so only the groups kept and the one that no
+    longer fits are counted), a profile a batch at a time (a batch is tokenized on all cores)."""
     if prompt.additive:
         prompt.count(stays)
         costs = prompt._costs
