@@ -37,9 +37,33 @@ class TiktokenProfile(ChatFormatProfile):
         toktok.batch_count([""], encoding, 1)  # fail now on an unknown encoding, and load it once
 
     def count_text(self, text: str) -> int:
+        """Count one text with the BPE encoding, uncached.
+
+        Args:
+            text: a non-empty text.
+
+        Returns:
+            Its tokens, as tiktoken counts them.
+
+        Raises:
+            TypeError: ``text`` is not a ``str``.
+            UnicodeEncodeError: ``text`` holds a lone surrogate, which has no UTF-8 form (a ``ValueError``).
+        """
         return int(toktok.batch_count([text], self.encoding, 1)[0])
 
     def count_texts(self, texts: Sequence[str]) -> list[int]:
+        """Count many texts with the BPE encoding in one call (on every core from 512 texts), uncached.
+
+        Args:
+            texts: non-empty texts.
+
+        Returns:
+            Their tokens, in the same order.
+
+        Raises:
+            TypeError: one of ``texts`` is not a ``str``.
+            UnicodeEncodeError: one holds a lone surrogate, which has no UTF-8 form (a ``ValueError``).
+        """
         threads = 1 if len(texts) < 512 else 0
         return [int(n) for n in toktok.batch_count(list(texts), self.encoding, threads)]
 
@@ -77,9 +101,31 @@ class HuggingFaceProfile(ChatFormatProfile):
         return len(self._tokenizer.encode(prompt, add_special_tokens=False).ids)
 
     def count_text(self, text: str) -> int:
+        """Count one text with the model's own tokenizer, uncached (special tokens in it count as text).
+
+        Args:
+            text: a non-empty text.
+
+        Returns:
+            Its tokens.
+
+        Raises:
+            TypeError: ``text`` is not a ``str``, or holds a lone surrogate, which has no UTF-8 form.
+        """
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
     def count_texts(self, texts: Sequence[str]) -> list[int]:
+        """Count many texts with the model's own tokenizer in one batch, uncached.
+
+        Args:
+            texts: non-empty texts.
+
+        Returns:
+            Their tokens, in the same order.
+
+        Raises:
+            TypeError: one of ``texts`` is not a ``str``, or holds a lone surrogate.
+        """
         return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
 
@@ -116,6 +162,11 @@ def get_tokenizer(model_name: str | None) -> TokenizerProfile:
 
     Returns:
         A :class:`~contextshift.core.tokens.TokenizerProfile` to pass to ``shift_context`` as its counter.
+
+    Raises:
+        FileNotFoundError: an ``hf:`` path names no file.
+        Exception: the ``tokenizers`` package cannot read the ``hf:`` file (it raises a plain ``Exception``,
+            e.g. for a file that is not a tokenizer's JSON). Model and encoding names never raise.
     """
     name = (model_name or "approximate").strip()
     key = name if name.startswith("hf:") else resolve_encoding(name)
