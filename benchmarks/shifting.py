@@ -11,8 +11,9 @@ Cases (every library gets the same deterministic conversation; see ``benchmarks/
    ``lambda s: len(s)//4`` with ``per_message_overhead=4``; LangChain: a per-message counter; LlamaIndex:
    ``tokenizer_fn=lambda s: [0]*(len(s)//4)`` over its joined history, which has no per-message overhead).
    contextshift gets its own ``Message`` objects, as the peers get theirs (all built outside the timed
-   region); at 10k a second row passes the OpenAI dicts, conversion included. LlamaIndex's ``get()`` is
-   quadratic: a larger size is skipped when its extrapolated time is over a cap.
+   region); at 10k a second row passes the OpenAI dicts, conversion included, and a third the same objects
+   without ids (as ``Message.user(...)`` and the other factories make them), which get their ids in the call.
+   LlamaIndex's ``get()`` is quadratic: a larger size is skipped when its extrapolated time is over a cap.
 2. *exact o200k, one call, cold*: ``get_tokenizer("gpt-4o")``'s profile (a fresh one per run, so its count
    cache starts empty) against ``trim_messages`` with a per-message tiktoken o200k counter.
 3. *exact o200k, growing*: a conversation that grows by one user/assistant pair per turn, with a shift
@@ -27,6 +28,7 @@ Timings are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import inspect
 import math
@@ -222,6 +224,11 @@ class Bench:
             from langchain_core.messages import convert_to_messages
 
             lc_dicts = conv.to_langchain_dicts(dicts)
+            # Message objects without ids, as the factories make them: each gets its msg-<index> id in the call.
+            id_less = [dataclasses.replace(m, id="") for m in messages]
+            self.row(SAME, "contextshift, id-less objects", n, budget,
+                     lambda: shift_context(id_less, quarter, budget, per_message_overhead=4),
+                     kept=lambda r: len(r.kept), note="ids given in the call (msg-<index>)")
             on_dicts = self.row(SAME, "contextshift, OpenAI dicts in", n, budget,
                                 lambda: shift_context(dicts, quarter, budget, per_message_overhead=4),
                                 kept=lambda r: len(r.kept), note="incl. dict → Message conversion")
