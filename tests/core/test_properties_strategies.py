@@ -82,7 +82,7 @@ RELINK_RAISES_WRONGLY = scenario(
     ],
     budget=8,
 )
-#: Garbage in a ShiftResult that escapes the host as a raw exception (variant numbers index GARBAGE).
+#: Garbage in a ShiftResult that once escaped the host as a raw exception (variant numbers index GARBAGE).
 PLAIN = scenario([{"role": "user", "content": "hi"}, {"role": "user", "content": "", "source": "input"}], budget=100)
 
 
@@ -588,11 +588,13 @@ def test_host_falls_back_to_truncate_when_a_strategy_sleeps_past_the_timeout(s: 
 
 @HOSTILE
 @given(s=scenarios(), variant=st.integers(0, len(GARBAGE) - 1))
-@example(s=PLAIN, variant=10)  # Truncation.replacement is a str: AttributeError in host._Review
-@example(s=PLAIN, variant=11)  # a kept Message with an unhashable id: TypeError in host._Review
-@example(s=PLAIN, variant=12)  # a replacement whose content is an int: TypeError in host._finish
-@example(s=PLAIN, variant=13)  # a replacement whose meta is None: AttributeError in host._finish
-@example(s=PLAIN, variant=14)  # a replacement whose tool_calls hold a str: AttributeError in host._finish
+# Each once escaped the host as a raw exception; now Message refuses it as the strategy builds it (the strategy
+# raises and the host falls back to truncate) or host._validate refuses the result (not well-formed: truncate too).
+@example(s=PLAIN, variant=10)  # Truncation.replacement is a str: host._validate refuses the result
+@example(s=PLAIN, variant=11)  # a kept Message with an unhashable (list) id: Message refuses the id
+@example(s=PLAIN, variant=12)  # a replacement whose content is an int: Message refuses the content
+@example(s=PLAIN, variant=13)  # a replacement whose meta is None: Message reads it as {}, a sound replacement
+@example(s=PLAIN, variant=14)  # a replacement whose tool_calls hold a str: Message refuses the tool calls
 def test_host_survives_a_strategy_that_returns_garbage(s: Scenario, variant: int) -> None:
     check_hostile(s, "garbage", garbage(variant), fails=False)
 
