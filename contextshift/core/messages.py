@@ -336,6 +336,10 @@ class Message:
 
         Returns:
             The message, validated as the constructor validates.
+
+        Raises:
+            TypeError: a field has the wrong type (the error names it).
+            ValueError: an unknown ``source``, or a tool call without an id.
         """
         return cls("user", content, **fields)  # type: ignore[arg-type]
 
@@ -356,6 +360,10 @@ class Message:
 
         Returns:
             The message, validated as the constructor validates.
+
+        Raises:
+            TypeError: a field has the wrong type (the error names it).
+            ValueError: an unknown ``source``, or a tool call without an id.
         """
         return cls("assistant", content, tool_calls=tool_calls, **fields)  # type: ignore[arg-type]
 
@@ -374,7 +382,8 @@ class Message:
             The ``tool`` message.
 
         Raises:
-            ValueError: ``tool_call_id`` is empty.
+            ValueError: ``tool_call_id`` is empty, or an unknown ``source``.
+            TypeError: a field has the wrong type (the error names it).
         """
         if not isinstance(tool_call_id, str) or not tool_call_id:
             raise ValueError("a tool result needs the non-empty id of the call it answers")
@@ -390,6 +399,10 @@ class Message:
 
         Returns:
             The message, validated as the constructor validates.
+
+        Raises:
+            TypeError: a field has the wrong type (the error names it).
+            ValueError: an unknown ``source``, or a tool call without an id.
         """
         return cls("system", content, **fields)  # type: ignore[arg-type]
 
