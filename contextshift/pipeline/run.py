@@ -19,6 +19,7 @@ from ..core.shifting import Prompt, ShiftResult, shift_prompt
 from ..core.strategies import ContextStrategyRegistry, manual_removals
 from ..core.tokens import TokenizerProfile, message_costs
 from ..core.vocabulary import FINAL_BUDGET
+from ..core.wire import to_openai_messages
 from .assemble import Assembly, Sources, assemble
 from .audit import AuditEntry, build_entries
 from .interceptors import Interceptor, InterceptorContext, run_interceptors
@@ -126,13 +127,10 @@ def _provider_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def default_serializer(messages: list[Message]) -> dict[str, Any]:
-    body = []
-    for message in messages:
-        item = message.to_dict()
-        for key in ("id", "pinned", "source", "relevance", "workspace", "meta"):
-            item.pop(key, None)
-        body.append(item)
-    return {"messages": body}
+    """The OpenAI Chat Completions body of ``messages`` (``{"messages": [...]}``), exactly as a provider accepts
+    it (:func:`~contextshift.core.wire.to_openai_messages`): no contextshift keys, Anthropic-style blocks
+    translated, a tool result that no call claims sent as user text."""
+    return {"messages": to_openai_messages(messages)}
 
 
 def payload_tokens(payload: dict[str, Any], profile: TokenizerProfile) -> int:

@@ -303,6 +303,48 @@ def test_the_serialized_request_is_counted_again_and_shifted_when_the_wire_forma
     assert [m.id for m in result.messages] == ["h2", "core.current-input"]
 
 
+def test_without_a_serializer_the_payload_is_the_openai_body_a_provider_accepts() -> None:
+    """The default serializer is ``to_openai_messages``: no contextshift or app keys, Anthropic blocks translated."""
+    past = [
+        Message.from_dict(
+            {"id": "h1", "role": "user", "content": "Weather?", "source": "history", "meta": {"at": 1}, "x_app": "ui"}
+        ),
+        Message.from_dict(
+            {
+                "id": "h2",
+                "role": "assistant",
+                "source": "history",
+                "content": [{"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Oslo"}}],
+            }
+        ),
+        Message.from_dict(
+            {
+                "id": "h3",
+                "role": "user",
+                "source": "history",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "sunny"}],
+            }
+        ),
+    ]
+    sources = Sources(system_prompt="Be brief.", history=past, user_input="Thanks")
+    result = run_pipeline(request(sources, context_limit=1000))
+    assert result.payload == {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": "t1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": "sunny"},
+            {"role": "user", "content": "Thanks"},
+        ]
+    }
+
+
 def test_the_pipeline_recalls_excluded_history_when_the_bot_selects_recall_and_the_audit_says_so() -> None:
     """G4a through the pipeline: the recalled message is sent, in its place, with the reason ``recalled``."""
     past = history(
