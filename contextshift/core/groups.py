@@ -130,12 +130,12 @@ def find_links(
         if not ids:
             unlinked.append(index)
             continue
+        mine: int | None = None  # the label of the group this message joined (none yet: no earlier link)
         for link in ids:
             owner = setdefault(link, index)
             if owner == index:
                 continue
             label = get_root(owner)
-            mine = get_root(index)
             if mine is None:
                 if label is None:
                     root_of[owner] = label = owner
@@ -147,12 +147,13 @@ def find_links(
                     if members[-1] != index - 1:
                         scattered.add(label)
                     members.append(index)
-                root_of[index] = label
+                root_of[index] = mine = label
             elif mine != label:
                 if label is None:
                     root_of[owner] = label = owner
                     multi[owner] = [owner]
                 _merge(root_of, multi, merged, scattered, label, mine)
+                mine = root_of[index]
     idless = [index for index in unlinked if kinds[index] & KIND_TOOL]
     # An id-less tool result joins the nearest assistant before its run of id-less tool results. Which
     # groups form does not depend on the order of the joins, so these come after the linked ones.
