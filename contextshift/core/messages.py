@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter, countOf
+from operator import countOf
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, cast, overload
 
@@ -690,7 +690,8 @@ def _assembled(
         *("workspace", "meta", "extra", "_text", "_links", "_kind"),
     )
 )
-_message_id = attrgetter("id")
+
+
 def with_id(message: Message, ident: str) -> Message:
     """``message`` with the id ``ident``: what ``dataclasses.replace(message, id=ident)`` gives, without
     checking the other fields again (they were checked when the message was made, and nothing derived from

@@ -660,6 +660,7 @@ def _walk(
         # first group walked when nothing else stays). So the loop does one test and one subtraction a group.
         allowed = room = budget - total - fixed
         if not prompt._profile:  # a plain callable: each group counted as it is walked, in one loop
+            # (Prompt.cost inlined, singletons apart: this loop runs once per message kept)
             messages, counter = prompt.messages, cast(TokenCounter, prompt.counter)
             overhead, get_cost = prompt.per_message_overhead, costs.get
             for root in newest_first:

@@ -16,7 +16,8 @@ from ..core.tokens import ChatFormatProfile, TokenizerProfile
 from ..embeddings import configured_embedder
 from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sources
 from ..pipeline.interceptors import Interceptor
-from ..providers import to_anthropic_messages, to_openai_messages
+from ..pipeline.run import default_serializer
+from ..providers import to_anthropic_messages
 from ..storage import Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, MessageRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
@@ -74,10 +75,7 @@ def serializer_for(kind: str) -> Any:
         system, wire = to_anthropic_messages(messages)
         return {"system": system or "", "messages": wire}
 
-    def openai(messages: list[Any]) -> dict[str, Any]:
-        return {"messages": to_openai_messages(messages)}
-
-    return anthropic if kind == "anthropic" else openai
+    return anthropic if kind == "anthropic" else default_serializer
 
 
 async def chat_and_bot(repos: Repositories, chat_id: str) -> tuple[ChatRow, BotRow]:
