@@ -228,9 +228,7 @@ class ScriptedModel:
                 "object": "chat.completion",
                 "created": int(started),
                 "model": request.get("model", MODEL_NAME),
-                "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                ],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                 "usage": {
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,
@@ -448,8 +446,9 @@ class Live:
     def __init__(self, name: str, compaction: bool, think: float, cfg: Config, script: list[data.Exchange]) -> None:
         self.scenario = Scenario(name, compaction, think)
         self.cfg = cfg
-        self.model = ScriptedModel({e.user: e.reply for e in script}, chat_latency=cfg.chat_latency,
-                                   summarizer_latency=cfg.summarizer_latency)
+        self.model = ScriptedModel(
+            {e.user: e.reply for e in script}, chat_latency=cfg.chat_latency, summarizer_latency=cfg.summarizer_latency
+        )
         self.stack = contextlib.ExitStack()
         self.client: httpx.Client | None = None
         self.chat_id = ""
@@ -468,15 +467,37 @@ class Live:
             self.client = client = stack.enter_context(
                 httpx.Client(base_url=service.base_url, timeout=120, headers=BENCH_HEADERS)
             )
-            provider_id = created(client, "/providers", "provider", {
-                "name": "scripted", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"})
-            model_id = created(client, "/models", "model", {
-                "provider_id": provider_id, "name": MODEL_NAME, "type": "chat",
-                "context_window": WINDOW, "max_output_tokens": MAX_OUTPUT})
-            bot_id = created(client, "/bots", "bot", {
-                "name": f"bench-{self.scenario.name}", "chat_model_id": model_id,
-                "system_prompt": data.SYSTEM_PROMPT, "response_reserve": RESERVE,
-                "compaction_enabled": self.scenario.compaction, "compaction_threshold": 0})
+            provider_id = created(
+                client,
+                "/providers",
+                "provider",
+                {"name": "scripted", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"},
+            )
+            model_id = created(
+                client,
+                "/models",
+                "model",
+                {
+                    "provider_id": provider_id,
+                    "name": MODEL_NAME,
+                    "type": "chat",
+                    "context_window": WINDOW,
+                    "max_output_tokens": MAX_OUTPUT,
+                },
+            )
+            bot_id = created(
+                client,
+                "/bots",
+                "bot",
+                {
+                    "name": f"bench-{self.scenario.name}",
+                    "chat_model_id": model_id,
+                    "system_prompt": data.SYSTEM_PROMPT,
+                    "response_reserve": RESERVE,
+                    "compaction_enabled": self.scenario.compaction,
+                    "compaction_threshold": 0,
+                },
+            )
             warmup = created(client, "/chats", "chat", {"bot_id": bot_id})
             for n in range(WARMUP_TURNS):  # imports, compiled queries, the tokenizer: out of the timed chat
                 post(client, f"{API}/chats/{warmup}/generate", {"content": f"Warm-up turn {n}.", "stream": False})
@@ -499,16 +520,18 @@ class Live:
         if answer["message"]["content"] != exchange.reply:
             raise RuntimeError(f"turn {index}: unexpected reply {str(answer['message']['content'])[:80]!r}")
         entries = audit_of(client, self.chat_id)
-        self.scenario.turns.append(TurnRecord(
-            index=index,
-            started=wall,
-            finished=finished,
-            seconds=elapsed,
-            prompt_tokens=int(entries["budget"].get("prompt_tokens", 0)),
-            shifted_entries=sum(1 for e in entries["entries"] if e["reason"] in SHIFT_REASONS),
-            raw_history=sum(1 for e in entries["entries"] if e["included"] and e["source"] in ("history", "input")),
-            summaries=sum(1 for e in entries["entries"] if e["included"] and e["source"] == "summary"),
-        ))
+        self.scenario.turns.append(
+            TurnRecord(
+                index=index,
+                started=wall,
+                finished=finished,
+                seconds=elapsed,
+                prompt_tokens=int(entries["budget"].get("prompt_tokens", 0)),
+                shifted_entries=sum(1 for e in entries["entries"] if e["reason"] in SHIFT_REASONS),
+                raw_history=sum(1 for e in entries["entries"] if e["included"] and e["source"] in ("history", "input")),
+                summaries=sum(1 for e in entries["entries"] if e["included"] and e["source"] == "summary"),
+            )
+        )
 
     def finish(self) -> Scenario:
         client = self.client
@@ -560,8 +583,9 @@ class Baseline:
     raw_history: list[int] = field(default_factory=list)  # raw history messages in each prompt (input included)
 
 
-def simulate_baseline(script: Sequence[data.Exchange], *, window: int, reserve: int,
-                      share: float = BASELINE_SHARE) -> Baseline:
+def simulate_baseline(
+    script: Sequence[data.Exchange], *, window: int, reserve: int, share: float = BASELINE_SHARE
+) -> Baseline:
     """Replay the script: at ``share`` of the window, summarize the whole history (and the last summary) into one."""
     profile = get_tokenizer(MODEL_NAME)
     result = Baseline(budget=window - reserve, trigger=int(window * share))
@@ -627,8 +651,17 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-LATENCY_HEADERS = ("scenario", "pause s", "turns", "median ms", "p95 ms", "p99 ms", "max ms", "median ÷ off",
-                   "paired Δ ms (IQR)")
+LATENCY_HEADERS = (
+    "scenario",
+    "pause s",
+    "turns",
+    "median ms",
+    "p95 ms",
+    "p99 ms",
+    "max ms",
+    "median ÷ off",
+    "paired Δ ms (IQR)",
+)
 
 
 def _paired(s: Scenario, offs: dict[float, Scenario]) -> str:
@@ -650,17 +683,34 @@ def latency_cells(scenarios: list[Scenario]) -> list[list[str]]:
     for s in scenarios:
         seconds = [t.seconds for t in s.turns]
         median = _median(seconds)
-        body.append([
-            s.name, f"{s.think:g}", str(len(s.turns)), _ms(median), _ms(percentile(seconds, 0.95)),
-            _ms(percentile(seconds, 0.99)), _ms(max(seconds) if seconds else None),
-            _ratio(median, off.get(s.think)) if s.compaction else "1.00×", _paired(s, offs),
-        ])
+        body.append(
+            [
+                s.name,
+                f"{s.think:g}",
+                str(len(s.turns)),
+                _ms(median),
+                _ms(percentile(seconds, 0.95)),
+                _ms(percentile(seconds, 0.99)),
+                _ms(max(seconds) if seconds else None),
+                _ratio(median, off.get(s.think)) if s.compaction else "1.00×",
+                _paired(s, offs),
+            ]
+        )
     return body
 
 
-WHERE_HEADERS = ("scenario", "pre-send check ms", "after-turn check ms", "turns that queued a bg run",
-                 "their median ms", "turns overlapped by a bg run", "their median ms", "sync-pass turns",
-                 "their median ms", "other turns median ms")
+WHERE_HEADERS = (
+    "scenario",
+    "pre-send check ms",
+    "after-turn check ms",
+    "turns that queued a bg run",
+    "their median ms",
+    "turns overlapped by a bg run",
+    "their median ms",
+    "sync-pass turns",
+    "their median ms",
+    "other turns median ms",
+)
 
 
 def _count_median(s: Scenario, turns: set[int]) -> tuple[str, str]:
@@ -674,10 +724,17 @@ def where_cells(scenarios: list[Scenario]) -> list[list[str]]:
         overlapped = s.overlapped_turns() - sync
         queued = s.queued_turns() - sync - overlapped
         other = [t.seconds for t in s.turns if t.index not in sync | overlapped | queued]
-        body.append([
-            s.name, _ms(_median(s.checks.get("before_send", []))), _ms(_median(s.checks.get("after_turn", []))),
-            *_count_median(s, queued), *_count_median(s, overlapped), *_count_median(s, sync), _ms(_median(other)),
-        ])
+        body.append(
+            [
+                s.name,
+                _ms(_median(s.checks.get("before_send", []))),
+                _ms(_median(s.checks.get("after_turn", []))),
+                *_count_median(s, queued),
+                *_count_median(s, overlapped),
+                *_count_median(s, sync),
+                _ms(_median(other)),
+            ]
+        )
     return body
 
 
@@ -742,15 +799,40 @@ def baseline_work(b: Baseline) -> Work:
     )
 
 
-WORK_HEADERS = ("policy", "summarizer calls", "on the request path", "not committed", "input tokens",
-                "output tokens", "total tokens", "largest input", "turns shifted", "mean prompt", "max prompt",
-                "fewest raw msgs in a prompt")
+WORK_HEADERS = (
+    "policy",
+    "summarizer calls",
+    "on the request path",
+    "not committed",
+    "input tokens",
+    "output tokens",
+    "total tokens",
+    "largest input",
+    "turns shifted",
+    "mean prompt",
+    "max prompt",
+    "fewest raw msgs in a prompt",
+)
 
 
 def work_cells(works: list[Work]) -> list[list[str]]:
-    return [[w.policy, _n(w.calls), _n(w.on_request_path), _n(w.wasted), _n(w.input_tokens), _n(w.output_tokens),
-             _n(w.total_tokens), _n(w.largest_input), _n(w.shifted_turns), _n(w.mean_prompt), _n(w.max_prompt),
-             _n(w.fewest_raw)] for w in works]
+    return [
+        [
+            w.policy,
+            _n(w.calls),
+            _n(w.on_request_path),
+            _n(w.wasted),
+            _n(w.input_tokens),
+            _n(w.output_tokens),
+            _n(w.total_tokens),
+            _n(w.largest_input),
+            _n(w.shifted_turns),
+            _n(w.mean_prompt),
+            _n(w.max_prompt),
+            _n(w.fewest_raw),
+        ]
+        for w in works
+    ]
 
 
 RATIO_HEADERS = ("measure", "contextshift", "baseline", "contextshift ÷ baseline")
@@ -764,8 +846,11 @@ def ratio_cells(ours: Work, base: Work) -> list[list[str]]:
         ("summarizer output tokens", ours.output_tokens, base.output_tokens),
         ("summarizer tokens in all", ours.total_tokens, base.total_tokens),
         ("largest single summarizer input", ours.largest_input, base.largest_input),
-        ("mean input tokens a call", ours.input_tokens / ours.calls if ours.calls else None,
-         base.input_tokens / base.calls if base.calls else None),
+        (
+            "mean input tokens a call",
+            ours.input_tokens / ours.calls if ours.calls else None,
+            base.input_tokens / base.calls if base.calls else None,
+        ),
         ("turns whose prompt was shifted", ours.shifted_turns, base.shifted_turns),
         ("mean prompt tokens", ours.mean_prompt, base.mean_prompt),
         ("max prompt tokens", ours.max_prompt, base.max_prompt),
@@ -811,20 +896,28 @@ def runs_line(s: Scenario) -> str:
 
 
 def machine() -> str:
-    return ", ".join([
-        f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
-        f"contextshift {__version__}", f"SQLite {sqlite3.sqlite_version}", f"uvicorn {uvicorn.__version__}",
-        f"httpx {httpx.__version__}"])
+    return ", ".join(
+        [
+            f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
+            f"contextshift {__version__}",
+            f"SQLite {sqlite3.sqlite_version}",
+            f"uvicorn {uvicorn.__version__}",
+            f"httpx {httpx.__version__}",
+        ]
+    )
 
 
 def describe(cfg: Config) -> str:
-    return (f"{cfg.turns} turns, window {WINDOW:,} (prompt budget {WINDOW - RESERVE:,} after a {RESERVE}-token "
-            f"reply reserve), fake latency {cfg.chat_latency * 1000:.0f} ms a chat call and "
-            f"{cfg.summarizer_latency * 1000:.0f} ms a summarizer call, pause between turns {cfg.think:g} s")
+    return (
+        f"{cfg.turns} turns, window {WINDOW:,} (prompt budget {WINDOW - RESERVE:,} after a {RESERVE}-token "
+        f"reply reserve), fake latency {cfg.chat_latency * 1000:.0f} ms a chat call and "
+        f"{cfg.summarizer_latency * 1000:.0f} ms a summarizer call, pause between turns {cfg.think:g} s"
+    )
 
 
-def markdown(cfg: Config, scenarios: list[Scenario], base: Baseline, works: list[Work], ours: Work,
-             load: str, command: str) -> str:
+def markdown(
+    cfg: Config, scenarios: list[Scenario], base: Baseline, works: list[Work], ours: Work, load: str, command: str
+) -> str:
     lines = [
         "# Compaction benchmark: turn latency on against off, summarizer work against a Codex-like baseline",
         "",
@@ -901,37 +994,47 @@ def findings(scenarios: list[Scenario], ours: Work, base: Work) -> list[str]:
         sync = on.sync_turns()
         overlapped = on.overlapped_turns() - sync
         pre_on, pre_off = _median(on.checks.get("before_send", [])), _median(off.checks.get("before_send", []))
-        text = (f"With a {on.think:g} s pause between turns, compaction on changed the turn's median by "
-                f"{(paired or 0) * 1000:+.1f} ms (paired; median ÷ off "
-                f"{_ratio(_median([t.seconds for t in on.turns]), _median([t.seconds for t in off.turns]))}). "
-                f"{len(on.queued_turns())} background runs ran between turns; {len(sync)} turns paid a synchronous "
-                f"pass and {len(overlapped)} were overlapped by a background run.")
+        text = (
+            f"With a {on.think:g} s pause between turns, compaction on changed the turn's median by "
+            f"{(paired or 0) * 1000:+.1f} ms (paired; median ÷ off "
+            f"{_ratio(_median([t.seconds for t in on.turns]), _median([t.seconds for t in off.turns]))}). "
+            f"{len(on.queued_turns())} background runs ran between turns; {len(sync)} turns paid a synchronous "
+            f"pass and {len(overlapped)} were overlapped by a background run."
+        )
         if pre_on is not None and pre_off is not None:
-            text += (f" What compaction does cost every turn is the pre-send check: {_ms(pre_on)} ms median "
-                     f"against {_ms(pre_off)} ms with compaction off (database reads of the chat, bot, model, "
-                     "summaries and recent window before the turn's own load).")
+            text += (
+                f" What compaction does cost every turn is the pre-send check: {_ms(pre_on)} ms median "
+                f"against {_ms(pre_off)} ms with compaction off (database reads of the chat, bot, model, "
+                "summaries and recent window before the turn's own load)."
+            )
         out.append(text)
     b2b, b2b_off = by_name.get("on, back-to-back"), by_name.get("off, back-to-back")
     if b2b is not None:
         overlapped = b2b.overlapped_turns() - b2b.sync_turns()
         others = [t.seconds for t in b2b.turns if t.index not in overlapped]
         if overlapped:
-            out.append(f"Back-to-back, {len(overlapped)} turns ran while a background run of the same chat was "
-                       f"running: median {_ms(_median([t.seconds for t in b2b.turns if t.index in overlapped]))} ms "
-                       f"against {_ms(_median(others))} ms for the other turns.")
+            out.append(
+                f"Back-to-back, {len(overlapped)} turns ran while a background run of the same chat was "
+                f"running: median {_ms(_median([t.seconds for t in b2b.turns if t.index in overlapped]))} ms "
+                f"against {_ms(_median(others))} ms for the other turns."
+            )
         changed = [log for log in b2b.logs if log.error_code == "COMPACTION_HISTORY_CHANGED"]
         inactive = (b2b.status.get("automatic") or {}).get("reason")
         if changed:
             failed = [t for t in b2b.turns if t.started <= changed[0].started]
             at = failed[-1].index + 1 if failed else 0
             shifted = sum(1 for t in b2b.turns if t.shifted_entries)
-            text = (f"Back-to-back, the next message arrived while a background pass was still running, and the "
-                    f"pass was dropped (`COMPACTION_HISTORY_CHANGED`, around turn {at}: an edit during a pass "
-                    "must not commit).")
+            text = (
+                f"Back-to-back, the next message arrived while a background pass was still running, and the "
+                f"pass was dropped (`COMPACTION_HISTORY_CHANGED`, around turn {at}: an edit during a pass "
+                "must not commit)."
+            )
             if inactive == "cooldown":
-                text += (" That abort also armed the failure cooldown, which stops every automatic pass, the 75% "
-                         "synchronous backstop included: after it the chat was kept in budget by context shifting "
-                         f"alone ({shifted} turns of the session shifted")
+                text += (
+                    " That abort also armed the failure cooldown, which stops every automatic pass, the 75% "
+                    "synchronous backstop included: after it the chat was kept in budget by context shifting "
+                    f"alone ({shifted} turns of the session shifted"
+                )
                 if b2b_off is not None:
                     text += f", against {sum(1 for t in b2b_off.turns if t.shifted_entries)} with compaction off"
                 text += ")."
@@ -945,16 +1048,19 @@ def findings(scenarios: list[Scenario], ours: Work, base: Work) -> list[str]:
             f"up a turn against {base.on_request_path} for the baseline, and its prompts stayed smaller at the top "
             f"(max {ours.max_prompt:,} against {base.max_prompt:,}; mean {ours.mean_prompt:,.0f} against "
             f"{base.mean_prompt:,.0f}). Right after a baseline compaction the prompt holds the summary and the "
-            f"new input only; contextshift always kept at least {_n(ours.fewest_raw)} raw messages.")
+            f"new input only; contextshift always kept at least {_n(ours.fewest_raw)} raw messages."
+        )
     return out
 
 
 def baseline_note(cfg: Config, base: Baseline) -> str:
     script = data.session(cfg.turns, cfg.seed)
     default = simulate_baseline(script, window=WINDOW, reserve=1024)
-    return (f"With the default 1,024-token reply reserve (budget {default.budget:,}, below the 90% trigger) the "
-            f"same baseline would have been shifted on {len(default.shifted)} turns before it compacted; the "
-            f"benchmark's bot uses a {RESERVE}-token reserve so that the baseline's trigger lies inside the budget.")
+    return (
+        f"With the default 1,024-token reply reserve (budget {default.budget:,}, below the 90% trigger) the "
+        f"same baseline would have been shifted on {len(default.shifted)} turns before it compacted; the "
+        f"benchmark's bot uses a {RESERVE}-token reserve so that the baseline's trigger lies inside the budget."
+    )
 
 
 # -- main ---------------------------------------------------------------------------------------------------
@@ -967,8 +1073,9 @@ def config(args: argparse.Namespace) -> Config:
         turns=args.turns or (80 if quick else 300),
         think=args.pause if args.pause is not None else (0.15 if quick else 0.25),
         chat_latency=args.chat_latency if args.chat_latency is not None else (0.02 if quick else 0.03),
-        summarizer_latency=(args.summarizer_latency if args.summarizer_latency is not None
-                            else (0.05 if quick else 0.08)),
+        summarizer_latency=(
+            args.summarizer_latency if args.summarizer_latency is not None else (0.05 if quick else 0.08)
+        ),
         back_to_back=args.back_to_back if args.back_to_back is not None else not quick,
         seed=args.seed,
     )
@@ -976,19 +1083,35 @@ def config(args: argparse.Namespace) -> Config:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.compaction", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="CI smoke run: 80 turns, shorter pauses and fake latencies, no back-to-back scenarios")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI smoke run: 80 turns, shorter pauses and fake latencies, no back-to-back scenarios",
+    )
     parser.add_argument("--turns", type=int, default=None, help="turns of the scripted session (300; --quick 80)")
     parser.add_argument("--pause", type=float, default=None, help="seconds between turns (0.25; --quick 0.15)")
-    parser.add_argument("--chat-latency", type=float, default=None,
-                        help="fake latency of a chat call in seconds (0.03; --quick 0.02)")
-    parser.add_argument("--summarizer-latency", type=float, default=None,
-                        help="fake latency of a summarizer call in seconds (0.08; --quick 0.05)")
-    parser.add_argument("--back-to-back", action=argparse.BooleanOptionalAction, default=None,
-                        help="also run both scenarios without pauses (default: yes; --quick: no)")
+    parser.add_argument(
+        "--chat-latency", type=float, default=None, help="fake latency of a chat call in seconds (0.03; --quick 0.02)"
+    )
+    parser.add_argument(
+        "--summarizer-latency",
+        type=float,
+        default=None,
+        help="fake latency of a summarizer call in seconds (0.08; --quick 0.05)",
+    )
+    parser.add_argument(
+        "--back-to-back",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run both scenarios without pauses (default: yes; --quick: no)",
+    )
     parser.add_argument("--seed", default="compaction", help="seed of the scripted session")
-    parser.add_argument("--output", type=Path, default=None,
-                        help=f"Markdown results (default {RESULTS}; --quick writes nothing unless given)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"Markdown results (default {RESULTS}; --quick writes nothing unless given)",
+    )
     args = parser.parse_args(argv)
     cfg = config(args)
     say(f"compaction benchmark ({'quick' if cfg.quick else 'full'}): {describe(cfg)}")

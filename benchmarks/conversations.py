@@ -52,8 +52,37 @@ NAMES = _words(
 
 TOOLS = ("search_docs", "get_weather", "run_sql", "read_file", "lookup_order", "create_ticket", "fetch_url")
 
-_ONSETS = ("b", "br", "c", "ch", "d", "dr", "f", "fl", "g", "gr", "h", "j", "k", "l", "m", "n", "p", "pl",
-           "qu", "r", "s", "sh", "st", "t", "th", "tr", "v", "w", "z")
+_ONSETS = (
+    "b",
+    "br",
+    "c",
+    "ch",
+    "d",
+    "dr",
+    "f",
+    "fl",
+    "g",
+    "gr",
+    "h",
+    "j",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "pl",
+    "qu",
+    "r",
+    "s",
+    "sh",
+    "st",
+    "t",
+    "th",
+    "tr",
+    "v",
+    "w",
+    "z",
+)
 _VOWELS = ("a", "e", "i", "o", "u", "ai", "ea", "io", "ou", "y")
 _CODAS = ("", "", "n", "r", "s", "t", "l", "m", "nd", "st", "x", "ck")
 
@@ -75,8 +104,7 @@ class TextGen:
         words: set[str] = set()
         while len(words) < rare_words:
             syllables = rng.choice((1, 2, 2, 2, 3))
-            words.add("".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-                              for _ in range(syllables)))
+            words.add("".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables)))
         self.rare = sorted(words)
         numbers = [str(rng.randint(2, 99_999)) for _ in range(3000)]
         idents = [f"{rng.choice(self.rare)}_{rng.choice(COMMON)}()" for _ in range(2000)]
@@ -102,7 +130,7 @@ class TextGen:
         start = 0
         while start < count:
             size = min(count - start, rng.randint(5, 18))
-            chunk = words[start:start + size]
+            chunk = words[start : start + size]
             start += size
             if size > 8 and rng.random() < 0.4:
                 chunk[rng.randint(2, size - 3)] += ","
@@ -114,8 +142,10 @@ class TextGen:
 def _tool_arguments(gen: TextGen, tool: str) -> str:
     rng = gen.rng
     if tool == "run_sql":
-        args: dict[str, Any] = {"query": f"SELECT {gen.word()} FROM {rng.choice(gen.rare)} "
-                                         f"WHERE id = {rng.randint(1, 10**6)} LIMIT {rng.randint(1, 500)}"}
+        args: dict[str, Any] = {
+            "query": f"SELECT {gen.word()} FROM {rng.choice(gen.rare)} "
+            f"WHERE id = {rng.randint(1, 10**6)} LIMIT {rng.randint(1, 500)}"
+        }
     elif tool == "get_weather":
         args = {"city": rng.choice(NAMES), "days": rng.randint(1, 7)}
     elif tool == "lookup_order":
@@ -149,8 +179,13 @@ def generate(size: int, seed: int = 7) -> list[dict[str, Any]]:
             for _ in range(parallel):
                 calls += 1
                 tool = rng.choice(TOOLS)
-                tool_calls.append({"id": f"call_{calls:06d}", "type": "function",
-                                   "function": {"name": tool, "arguments": _tool_arguments(gen, tool)}})
+                tool_calls.append(
+                    {
+                        "id": f"call_{calls:06d}",
+                        "type": "function",
+                        "function": {"name": tool, "arguments": _tool_arguments(gen, tool)},
+                    }
+                )
             add({"role": "assistant", "content": gen.text(3, 20), "tool_calls": tool_calls})
             for call in tool_calls:
                 add({"role": "tool", "tool_call_id": call["id"], "content": gen.text(20, 120)})

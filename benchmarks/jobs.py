@@ -89,8 +89,10 @@ async def _chats(url: str, base_url: str, count: int, tag: str) -> list[str]:
             bot = await repos.bots.create(name=f"bench-{tag}", chat_model_id=model.id, response_reserve=200)
             chats = [await repos.chats.create(bot_id=bot.id) for _ in range(count)]
             history = [
-                {"role": "user" if n % 2 == 0 else "assistant",
-                 "content": f"turn {n}: " + " ".join(f"word{n}x{i}" for i in range(30))}
+                {
+                    "role": "user" if n % 2 == 0 else "assistant",
+                    "content": f"turn {n}: " + " ".join(f"word{n}x{i}" for i in range(30)),
+                }
                 for n in range(20)
             ]
             for chat in chats:
@@ -111,9 +113,14 @@ class Workers:
         for n in range(self.count):
             log = self.logs / f"worker-{self.count}-{n}.log"
             with log.open("wb") as out:
-                self.processes.append(subprocess.Popen(
-                    [COMMAND, "worker", "--database", self.url], env={**os.environ, **self.env},
-                    stdout=out, stderr=subprocess.STDOUT))
+                self.processes.append(
+                    subprocess.Popen(
+                        [COMMAND, "worker", "--database", self.url],
+                        env={**os.environ, **self.env},
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
             for _ in range(POLLS):
                 if '"worker_started"' in log.read_text(errors="replace"):
                     break
@@ -135,9 +142,15 @@ class Workers:
 
 async def _ended(db: Database, first_id: int) -> tuple[int, int]:
     async with db.session(write=False) as session:
-        row = (await session.execute(text(
-            "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed') "
-            "FROM procrastinate_jobs WHERE task_name = 'compaction.pass' AND id >= :first"), {"first": first_id})).one()
+        row = (
+            await session.execute(
+                text(
+                    "SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FILTER (WHERE status = 'failed') "
+                    "FROM procrastinate_jobs WHERE task_name = 'compaction.pass' AND id >= :first"
+                ),
+                {"first": first_id},
+            )
+        ).one()
     return int(row[0]), int(row[1])
 
 
@@ -162,12 +175,15 @@ async def _burst(db: Database, runner: EngineRunner, chats: list[str]) -> tuple[
 async def _seconds(db: Database, interval: str, first: int, last: int | None) -> float:
     """``interval`` (over the jobs' ``deferred`` events ``e`` and attempts ``a``) of the passes ``first``..``last``."""
     async with db.session(write=False) as session:
-        value = await session.scalar(text(
-            f"SELECT extract(epoch FROM {interval}) FROM procrastinate_jobs j "
-            "JOIN procrastinate_events e ON e.job_id = j.id AND e.type = 'deferred' "
-            "JOIN job_attempts a ON a.runner = 'procrastinate' AND a.job_id = CAST(j.id AS VARCHAR) "
-            "WHERE j.task_name = 'compaction.pass' AND j.id BETWEEN :first AND :last"),
-            {"first": first, "last": last if last is not None else 2**62})
+        value = await session.scalar(
+            text(
+                f"SELECT extract(epoch FROM {interval}) FROM procrastinate_jobs j "
+                "JOIN procrastinate_events e ON e.job_id = j.id AND e.type = 'deferred' "
+                "JOIN job_attempts a ON a.runner = 'procrastinate' AND a.job_id = CAST(j.id AS VARCHAR) "
+                "WHERE j.task_name = 'compaction.pass' AND j.id BETWEEN :first AND :last"
+            ),
+            {"first": first, "last": last if last is not None else 2**62},
+        )
     return float(value or 0.0)
 
 
@@ -214,45 +230,63 @@ HEADERS = ("workers", "passes", "failed", "passes/s", "latency p50 ms", "latency
 
 
 def cells(rows: list[Row]) -> list[list[str]]:
-    return [[str(r.workers), str(r.passes), str(r.failed), f"{r.per_second:.1f}", f"{r.quantile(0.5):.0f}",
-             f"{max(r.latency_ms):.0f}", str(len(r.latency_ms))] for r in rows]
+    return [
+        [
+            str(r.workers),
+            str(r.passes),
+            str(r.failed),
+            f"{r.per_second:.1f}",
+            f"{r.quantile(0.5):.0f}",
+            f"{max(r.latency_ms):.0f}",
+            str(len(r.latency_ms)),
+        ]
+        for r in rows
+    ]
 
 
 def markdown(cfg: Config, rows: list[Row], load: str, command: str) -> str:
     body = cells(rows)
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join([
-        "# Background jobs: compaction passes run by `contextshift worker` on PostgreSQL",
-        "",
-        f"`{command}`: bursts of {cfg.burst} passes, {cfg.samples} latency samples. Machine: "
-        f"{machine(['postgresql'])}. {load}",
-        "",
-        *lines,
-        "",
-        "A pass is a whole background compaction job (chat read, summarizer call to the fake provider, which",
-        "answers at once, validation, summary commit, log and attempt records). *passes/s*: a burst queued at",
-        "once ÷ the time from its first queueing to its last pass's end. *latency*: from a pass being queued",
-        "(`deferred` event) to its attempt's start, one pass at a time with the workers idle (LISTEN/NOTIFY",
-        "wakes them). Workers run at concurrency 1 each; the benchmark, the fake provider and PostgreSQL",
-        "share the machine's CPUs with them.",
-        "",
-    ])
+    return "\n".join(
+        [
+            "# Background jobs: compaction passes run by `contextshift worker` on PostgreSQL",
+            "",
+            f"`{command}`: bursts of {cfg.burst} passes, {cfg.samples} latency samples. Machine: "
+            f"{machine(['postgresql'])}. {load}",
+            "",
+            *lines,
+            "",
+            "A pass is a whole background compaction job (chat read, summarizer call to the fake provider, which",
+            "answers at once, validation, summary commit, log and attempt records). *passes/s*: a burst queued at",
+            "once ÷ the time from its first queueing to its last pass's end. *latency*: from a pass being queued",
+            "(`deferred` event) to its attempt's start, one pass at a time with the workers idle (LISTEN/NOTIFY",
+            "wakes them). Workers run at concurrency 1 each; the benchmark, the fake provider and PostgreSQL",
+            "share the machine's CPUs with them.",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.jobs", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="CI smoke run: bursts of 8, 5 latency samples")
-    parser.add_argument("--output", type=Path, default=None,
-                        help=f"Markdown results (default {RESULTS}; --quick writes nothing unless given)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"Markdown results (default {RESULTS}; --quick writes nothing unless given)",
+    )
     args = parser.parse_args(argv)
     cfg = config(args.quick)
     server = os.environ.get(PG_ENV, "").strip()
     if not server:
         say(f"jobs benchmark: skipped (set {PG_ENV} to a PostgreSQL server; workers need PostgreSQL)")
         return 0
-    say(f"jobs benchmark ({'quick' if cfg.quick else 'full'}): bursts of {cfg.burst} passes, "
-        f"{cfg.samples} latency samples, with {' and '.join(map(str, WORKERS))} worker(s)")
+    say(
+        f"jobs benchmark ({'quick' if cfg.quick else 'full'}): bursts of {cfg.burst} passes, "
+        f"{cfg.samples} latency samples, with {' and '.join(map(str, WORKERS))} worker(s)"
+    )
     with tempfile.TemporaryDirectory(prefix="contextshift-bench-jobs-") as scratch:
         env = {
             "CONTEXTSHIFT_DATA_DIR": scratch,
@@ -273,8 +307,20 @@ def main(argv: list[str] | None = None) -> int:
     if output is not None and not (cfg.quick and args.output is None):
         output.write_text(markdown(cfg, rows, load, command), encoding="utf-8")
         say(f"written: {output}")
-    say(json.dumps({"rows": [{"workers": r.workers, "passes_per_second": round(r.per_second, 2),
-                              "latency_p50_ms": round(r.quantile(0.5))} for r in rows]}))
+    say(
+        json.dumps(
+            {
+                "rows": [
+                    {
+                        "workers": r.workers,
+                        "passes_per_second": round(r.per_second, 2),
+                        "latency_p50_ms": round(r.quantile(0.5)),
+                    }
+                    for r in rows
+                ]
+            }
+        )
+    )
     return 0
 
 

@@ -155,20 +155,36 @@ def run_backend(backend: str, url: str, cfg: Config) -> list[Level]:
         Service(create_app(url, admin_token=BENCH_TOKEN)) as service,
         httpx.Client(base_url=service.base_url, timeout=120, headers=BENCH_HEADERS) as client,
     ):
-        provider_id = created(client, "/providers", "provider", {
-            "name": "fake", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"})
-        model_id = created(client, "/models", "model", {
-            "provider_id": provider_id, "name": MODEL_NAME, "type": "chat",
-            "context_window": CONTEXT_WINDOW, "max_output_tokens": MAX_OUTPUT})
-        bot_id = created(client, "/bots", "bot", {
-            "name": "bench", "chat_model_id": model_id, "system_prompt": data.SYSTEM_PROMPT})
+        provider_id = created(
+            client,
+            "/providers",
+            "provider",
+            {"name": "fake", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"},
+        )
+        model_id = created(
+            client,
+            "/models",
+            "model",
+            {
+                "provider_id": provider_id,
+                "name": MODEL_NAME,
+                "type": "chat",
+                "context_window": CONTEXT_WINDOW,
+                "max_output_tokens": MAX_OUTPUT,
+            },
+        )
+        bot_id = created(
+            client, "/bots", "bot", {"name": "bench", "chat_model_id": model_id, "system_prompt": data.SYSTEM_PROMPT}
+        )
         chat_id = created(client, "/chats", "chat", {"bot_id": bot_id})
         say(f"  [{backend}] {cfg.messages:,} messages: inserting …", end=" ")
         say(f"{fill_chat(url, chat_id, cfg.messages, seed=f'load-{backend}'):.1f} s")
         drafts = data.user_inputs(cfg.calls, seed=f"load-{backend}")
         # One untimed call of each kind first: counts stored, caches and connections warm.
-        for path, body in ((f"{API}/context-preview", {"chat_id": chat_id, "user_message": drafts[0]}),
-                           (f"{API}/chats/{chat_id}/generate", {"content": drafts[0], "stream": False})):
+        for path, body in (
+            (f"{API}/context-preview", {"chat_id": chat_id, "user_message": drafts[0]}),
+            (f"{API}/chats/{chat_id}/generate", {"content": drafts[0], "stream": False}),
+        ):
             if client.post(path, json=body).status_code != 200:
                 raise RuntimeError(f"the warm-up call to {path} failed")
         for operation in (PREVIEW, GENERATE):
@@ -184,8 +200,19 @@ def run_backend(backend: str, url: str, cfg: Config) -> list[Level]:
     return levels
 
 
-HEADERS = ("backend", "operation", "concurrency", "calls", "errors", "req/s", "p50 ms", "p99 ms",
-           "RSS before MiB", "RSS after MiB", "req/s ÷ at 1")
+HEADERS = (
+    "backend",
+    "operation",
+    "concurrency",
+    "calls",
+    "errors",
+    "req/s",
+    "p50 ms",
+    "p99 ms",
+    "RSS before MiB",
+    "RSS after MiB",
+    "req/s ÷ at 1",
+)
 
 
 def cells(levels: list[Level]) -> list[list[str]]:
@@ -193,17 +220,31 @@ def cells(levels: list[Level]) -> list[list[str]]:
     out = []
     for lv in levels:
         ratio = lv.throughput / base[(lv.backend, lv.operation)] if base.get((lv.backend, lv.operation)) else 0.0
-        out.append([lv.backend, lv.operation, str(lv.concurrency), str(lv.calls), str(lv.errors),
-                    f"{lv.throughput:.1f}", f"{lv.quantile(0.5) * 1000:.0f}", f"{lv.quantile(0.99) * 1000:.0f}",
-                    f"{lv.rss_before:.0f}", f"{lv.rss_after:.0f}", f"{ratio:.2f}×"])
+        out.append(
+            [
+                lv.backend,
+                lv.operation,
+                str(lv.concurrency),
+                str(lv.calls),
+                str(lv.errors),
+                f"{lv.throughput:.1f}",
+                f"{lv.quantile(0.5) * 1000:.0f}",
+                f"{lv.quantile(0.99) * 1000:.0f}",
+                f"{lv.rss_before:.0f}",
+                f"{lv.rss_after:.0f}",
+                f"{ratio:.2f}×",
+            ]
+        )
     return out
 
 
 def text_table(body: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(HEADERS)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True))]
-    lines += ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-              for r in body]
+    lines += [
+        "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in body
+    ]
     return "\n".join(lines)
 
 
@@ -212,44 +253,58 @@ def markdown(cfg: Config, levels: list[Level], load: str, command: str) -> str:
     table = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     table += ["| " + " | ".join(r) + " |" for r in body]
     verdict = []
-    for (backend, operation) in dict.fromkeys((lv.backend, lv.operation) for lv in levels):
+    for backend, operation in dict.fromkeys((lv.backend, lv.operation) for lv in levels):
         group = [lv for lv in levels if lv.backend == backend and lv.operation == operation]
         errors = sum(lv.errors for lv in group)
         at1 = next(lv.throughput for lv in group if lv.concurrency == 1)
         at32 = next(lv.throughput for lv in group if lv.concurrency == 32)
         busy = sum(lv.busy for lv in group)
-        verdict.append(f"- {backend} {operation}: {errors} errors ({busy} × 409 CHAT_BUSY); "
-                       f"throughput at 32 is {at32 / at1:.2f}× that at 1 "
-                       f"({'meets' if errors == 0 and at32 >= at1 else 'misses'} the target)")
-    return "\n".join([
-        "# Load: preview and generate under concurrency",
-        "",
-        f"`{command}` — {cfg.messages:,} messages in the chat, {cfg.calls} calls per level. "
-        "Generation in one chat runs one turn at a time (N5), so at 8 and 32 the calls queue for the chat's turn.",
-        "",
-        *table,
-        "",
-        *verdict,
-        "",
-        f"Machine: {machine(sorted({lv.backend for lv in levels}))}. {load}",
-        "",
-    ])
+        verdict.append(
+            f"- {backend} {operation}: {errors} errors ({busy} × 409 CHAT_BUSY); "
+            f"throughput at 32 is {at32 / at1:.2f}× that at 1 "
+            f"({'meets' if errors == 0 and at32 >= at1 else 'misses'} the target)"
+        )
+    return "\n".join(
+        [
+            "# Load: preview and generate under concurrency",
+            "",
+            f"`{command}` — {cfg.messages:,} messages in the chat, {cfg.calls} calls per level. "
+            "Generation in one chat runs one turn at a time (N5), so at 8 and 32 the calls queue for the chat's turn.",
+            "",
+            *table,
+            "",
+            *verdict,
+            "",
+            f"Machine: {machine(sorted({lv.backend for lv in levels}))}. {load}",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="CI smoke run: 2,000 messages, 32 calls a level")
-    parser.add_argument("--backend", choices=("all", "sqlite", "postgresql"), default="all",
-                        help=f"all (default): SQLite, and PostgreSQL when {PG_ENV} is set")
-    parser.add_argument("--output", type=Path, default=None,
-                        help=f"Markdown results (default {RESULTS}; --quick writes nothing unless given)")
+    parser.add_argument(
+        "--backend",
+        choices=("all", "sqlite", "postgresql"),
+        default="all",
+        help=f"all (default): SQLite, and PostgreSQL when {PG_ENV} is set",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"Markdown results (default {RESULTS}; --quick writes nothing unless given)",
+    )
     args = parser.parse_args(argv)
     cfg = config(args.quick)
     pg_server = "" if args.backend == "sqlite" else os.environ.get(PG_ENV, "").strip()
     if args.backend == "postgresql" and not pg_server:
         parser.error(f"--backend postgresql needs {PG_ENV}")
-    say(f"load benchmark ({'quick' if cfg.quick else 'full'}): {cfg.messages:,} messages, {cfg.calls} calls at "
-        f"concurrency {', '.join(map(str, LEVELS))}")
+    say(
+        f"load benchmark ({'quick' if cfg.quick else 'full'}): {cfg.messages:,} messages, {cfg.calls} calls at "
+        f"concurrency {', '.join(map(str, LEVELS))}"
+    )
     started = time.perf_counter()
     levels: list[Level] = []
     if args.backend != "postgresql":

@@ -128,8 +128,18 @@ class Row:
         return self.timing.median / self.baseline.timing.median
 
 
-HEADERS = ("case", "library", "messages", "budget", "median ms", "runs", "peak MiB", "kept",
-           "time ÷ contextshift", "note")
+HEADERS = (
+    "case",
+    "library",
+    "messages",
+    "budget",
+    "median ms",
+    "runs",
+    "peak MiB",
+    "kept",
+    "time ÷ contextshift",
+    "note",
+)
 
 
 def _cells(row: Row) -> list[str]:

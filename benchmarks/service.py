@@ -299,21 +299,36 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
         Service(create_app(url, admin_token=BENCH_TOKEN)) as service,
         httpx.Client(base_url=service.base_url, timeout=120, headers=BENCH_HEADERS) as client,
     ):
-        provider_id = created(client, "/providers", "provider", {
-            "name": "fake", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"})
-        model_id = created(client, "/models", "model", {
-            "provider_id": provider_id, "name": MODEL_NAME, "type": "chat",
-            "context_window": CONTEXT_WINDOW, "max_output_tokens": MAX_OUTPUT})
-        bot_id = created(client, "/bots", "bot", {
-            "name": "bench", "chat_model_id": model_id, "system_prompt": data.SYSTEM_PROMPT})
+        provider_id = created(
+            client,
+            "/providers",
+            "provider",
+            {"name": "fake", "kind": "openai", "base_url": fake.base_url, "api_key": "sk-bench"},
+        )
+        model_id = created(
+            client,
+            "/models",
+            "model",
+            {
+                "provider_id": provider_id,
+                "name": MODEL_NAME,
+                "type": "chat",
+                "context_window": CONTEXT_WINDOW,
+                "max_output_tokens": MAX_OUTPUT,
+            },
+        )
+        bot_id = created(
+            client, "/bots", "bot", {"name": "bench", "chat_model_id": model_id, "system_prompt": data.SYSTEM_PROMPT}
+        )
         chats: list[ChatUnderTest] = []
         for size in cfg.sizes:
             chat_id = created(client, "/chats", "chat", {"bot_id": bot_id})
             say(f"  [{backend}] {size:,} messages: inserting …", end=" ")
             run.inserts[size] = fill_chat(url, chat_id, size, seed=f"{backend}-{size}")
             say(f"{run.inserts[size]:.1f} s")
-            drafts = iter(data.user_inputs(2 + cfg.preview_runs + cfg.generate_runs + 2 * PROFILE_RUNS,
-                                           seed=f"{backend}-{size}"))
+            drafts = iter(
+                data.user_inputs(2 + cfg.preview_runs + cfg.generate_runs + 2 * PROFILE_RUNS, seed=f"{backend}-{size}")
+            )
             chats.append(ChatUnderTest(client, chat_id, size, drafts))
         if analyze and backend == "postgresql":
             # What autovacuum does on its own a little later: without statistics, the planner reads a bulk-
@@ -340,10 +355,30 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
         for chat in chats:
             rss = peak_rss_mib()
             note = "fewer calls (slow cold call)" if slow[chat.size] else ""
-            run.rows.append(Measured(backend, PREVIEW, chat.size, chat.preview_cold, chat.previews,
-                                     *window_of(chat.last_preview["preview"]), rss, note))
-            run.rows.append(Measured(backend, GENERATE, chat.size, chat.generate_cold, chat.generations,
-                                     *window_of(chat.audit()), rss, note))
+            run.rows.append(
+                Measured(
+                    backend,
+                    PREVIEW,
+                    chat.size,
+                    chat.preview_cold,
+                    chat.previews,
+                    *window_of(chat.last_preview["preview"]),
+                    rss,
+                    note,
+                )
+            )
+            run.rows.append(
+                Measured(
+                    backend,
+                    GENERATE,
+                    chat.size,
+                    chat.generate_cold,
+                    chat.generations,
+                    *window_of(chat.audit()),
+                    rss,
+                    note,
+                )
+            )
         # The same chats with the bot on the ``recall`` strategy: each turn also searches the full-text index.
         response = client.patch(f"{API}/bots/{bot_id}", json={"context_strategy": "recall"})
         if response.status_code != 200:
@@ -367,10 +402,30 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
             rss = peak_rss_mib()
             recalled = sum(1 for e in chat.last_preview["preview"]["entries"] if e["reason"] == "recalled")
             note = f"{recalled} recalled in the last preview; first call not cold (counts cached)"
-            run.rows.append(Measured(backend, RECALL_PREVIEW, chat.size, chat.preview_cold, chat.previews,
-                                     *window_of(chat.last_preview["preview"]), rss, note))
-            run.rows.append(Measured(backend, RECALL_GENERATE, chat.size, chat.generate_cold, chat.generations,
-                                     *window_of(chat.audit()), rss, ""))
+            run.rows.append(
+                Measured(
+                    backend,
+                    RECALL_PREVIEW,
+                    chat.size,
+                    chat.preview_cold,
+                    chat.previews,
+                    *window_of(chat.last_preview["preview"]),
+                    rss,
+                    note,
+                )
+            )
+            run.rows.append(
+                Measured(
+                    backend,
+                    RECALL_GENERATE,
+                    chat.size,
+                    chat.generate_cold,
+                    chat.generations,
+                    *window_of(chat.audit()),
+                    rss,
+                    "",
+                )
+            )
         if profile:
             out = Path(tempfile.gettempdir()) / f"service-{backend}"
             run.profile = profile_calls(service, chats[-1], PROFILE_RUNS, out)
@@ -392,15 +447,49 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "–" if a is None or b is None else f"{a / b:.2f}×"
 
 
-LATENCY_HEADERS = ("backend", "operation", "messages", "cold ms", "warm median ms", "warm p99 ms", "calls",
-                   "history in prompt", "prompt tokens", "peak RSS MiB", "note")
-GROWTH_HEADERS = ("backend", "operation", "median @100", "@10k", "@100k", "10k ÷ 100", "100k ÷ 100",
-                  "100k ÷ 10k", "flat?")
+LATENCY_HEADERS = (
+    "backend",
+    "operation",
+    "messages",
+    "cold ms",
+    "warm median ms",
+    "warm p99 ms",
+    "calls",
+    "history in prompt",
+    "prompt tokens",
+    "peak RSS MiB",
+    "note",
+)
+GROWTH_HEADERS = (
+    "backend",
+    "operation",
+    "median @100",
+    "@10k",
+    "@100k",
+    "10k ÷ 100",
+    "100k ÷ 100",
+    "100k ÷ 10k",
+    "flat?",
+)
 
 
 def latency_cells(rows: list[Measured]) -> list[list[str]]:
-    return [[r.backend, r.operation, f"{r.messages:,}", _ms(r.cold), _ms(r.median), _ms(r.p99), str(len(r.warm)),
-             f"{r.window:,}", f"{r.prompt_tokens:,}", f"{r.rss_mib:,.0f}", r.note] for r in rows]
+    return [
+        [
+            r.backend,
+            r.operation,
+            f"{r.messages:,}",
+            _ms(r.cold),
+            _ms(r.median),
+            _ms(r.p99),
+            str(len(r.warm)),
+            f"{r.window:,}",
+            f"{r.prompt_tokens:,}",
+            f"{r.rss_mib:,.0f}",
+            r.note,
+        ]
+        for r in rows
+    ]
 
 
 def growth_cells(rows: list[Measured]) -> list[list[str]]:
@@ -416,8 +505,19 @@ def growth_cells(rows: list[Measured]) -> list[list[str]]:
             # purest test of "independent of history length"; both must stay small.
             step = (large / mid) if (large is not None and mid is not None) else 1.0
             verdict = "yes" if top / small <= 1.5 and step <= 1.25 else "no"
-        out.append([backend, operation, _ms(small), _ms(mid), _ms(large), _ratio(mid, small), _ratio(large, small),
-                    _ratio(large, mid), verdict])
+        out.append(
+            [
+                backend,
+                operation,
+                _ms(small),
+                _ms(mid),
+                _ms(large),
+                _ratio(mid, small),
+                _ratio(large, small),
+                _ratio(large, mid),
+                verdict,
+            ]
+        )
     return out
 
 
@@ -441,9 +541,14 @@ def markdown_table(headers: tuple[str, ...], body: list[list[str]], left: int = 
 
 
 def machine(backends: list[str]) -> str:
-    parts = [f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
-             f"{os.cpu_count()} CPUs", f"contextshift {__version__}", f"SQLite {sqlite3.sqlite_version}",
-             f"uvicorn {uvicorn.__version__}", f"httpx {httpx.__version__}"]
+    parts = [
+        f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
+        f"{os.cpu_count()} CPUs",
+        f"contextshift {__version__}",
+        f"SQLite {sqlite3.sqlite_version}",
+        f"uvicorn {uvicorn.__version__}",
+        f"httpx {httpx.__version__}",
+    ]
     if "postgresql" in backends:
         parts.append("PostgreSQL (local server)")
     return ", ".join(parts)
@@ -451,67 +556,92 @@ def machine(backends: list[str]) -> str:
 
 def markdown(cfg: Config, runs: list[Run], load: str, command: str, analyze: bool) -> str:
     rows = [r for run in runs for r in run.rows]
-    inserts = "; ".join(f"{run.backend}: " + ", ".join(f"{n:,} in {s:.1f} s" for n, s in run.inserts.items())
-                        for run in runs)
+    inserts = "; ".join(
+        f"{run.backend}: " + ", ".join(f"{n:,} in {s:.1f} s" for n, s in run.inserts.items()) for run in runs
+    )
     postgres_note: list[str] = []
     if any(run.backend == "postgresql" for run in runs):
-        postgres_note = ["", "PostgreSQL: " + (
-            "`VACUUM ANALYZE` after the bulk load (what autovacuum does on its own soon after; without it the "
-            "planner, having no statistics, reads a bulk-loaded chat's pages through a bitmap heap scan and a "
-            "sort of every row of the chat: see `--no-analyze`)." if analyze else
-            "no `VACUUM ANALYZE` after the bulk load (`--no-analyze`): the planner has no statistics for the "
-            "new rows.")]
-    return "\n".join([
-        "# Service benchmark: preview and generate against chat length",
-        "",
-        f"`{command}` — the FastAPI app under uvicorn "
-        "on a loopback port, the fake OpenAI-compatible provider of `tests/fakes` (echo), model `gpt-4o` "
-        f"(exact o200k), context window {CONTEXT_WINDOW:,} (budget {CONTEXT_WINDOW - 1024:,} after the default "
-        "1,024-token reply reserve). Each chat's history is written through the storage layer; every call "
-        "below is a real HTTP request (httpx), wall time of the whole call.",
-        "",
-        "*Cold*: the first call on the chat, the in-memory count cache emptied (as after a restart); preview "
-        "tokenizes the window and stores nothing, generate tokenizes and stores the counts. *Warm*: the "
-        f"following calls ({cfg.preview_runs} previews, then {cfg.generate_runs} generations, each appending its "
-        "input and the reply), in rounds over the chats (100, 10k, 100k, 100, …) so that load from other "
-        "processes falls on every size alike. p99 is nearest-rank (below 100 calls: the slowest call). "
-        "*History in prompt*: history messages the prompt kept (from the last preview, and the chat's audit "
-        "after the last generation). Peak RSS is the whole process (server, fake provider, benchmark) so far.",
-        *postgres_note,
-        "",
-        markdown_table(LATENCY_HEADERS, latency_cells(rows)),
-        "",
-        "Growth of the warm median with chat length (target: flat, ≈1×; 100 messages fill only part of the "
-        "budget, so 100k ÷ 10k is the cleanest view of \"independent of history length\"):",
-        "",
-        markdown_table(GROWTH_HEADERS, growth_cells(rows)),
-        "",
-        f"Inserting the histories (storage layer, 5,000 a transaction): {inserts}.",
-        "",
-        f"{machine([run.backend for run in runs])}; {load}.",
-        "",
-    ])
+        postgres_note = [
+            "",
+            "PostgreSQL: "
+            + (
+                "`VACUUM ANALYZE` after the bulk load (what autovacuum does on its own soon after; without it the "
+                "planner, having no statistics, reads a bulk-loaded chat's pages through a bitmap heap scan and a "
+                "sort of every row of the chat: see `--no-analyze`)."
+                if analyze
+                else "no `VACUUM ANALYZE` after the bulk load (`--no-analyze`): the planner has no statistics for the "
+                "new rows."
+            ),
+        ]
+    return "\n".join(
+        [
+            "# Service benchmark: preview and generate against chat length",
+            "",
+            f"`{command}` — the FastAPI app under uvicorn "
+            "on a loopback port, the fake OpenAI-compatible provider of `tests/fakes` (echo), model `gpt-4o` "
+            f"(exact o200k), context window {CONTEXT_WINDOW:,} (budget {CONTEXT_WINDOW - 1024:,} after the default "
+            "1,024-token reply reserve). Each chat's history is written through the storage layer; every call "
+            "below is a real HTTP request (httpx), wall time of the whole call.",
+            "",
+            "*Cold*: the first call on the chat, the in-memory count cache emptied (as after a restart); preview "
+            "tokenizes the window and stores nothing, generate tokenizes and stores the counts. *Warm*: the "
+            f"following calls ({cfg.preview_runs} previews, then {cfg.generate_runs} generations, each appending its "
+            "input and the reply), in rounds over the chats (100, 10k, 100k, 100, …) so that load from other "
+            "processes falls on every size alike. p99 is nearest-rank (below 100 calls: the slowest call). "
+            "*History in prompt*: history messages the prompt kept (from the last preview, and the chat's audit "
+            "after the last generation). Peak RSS is the whole process (server, fake provider, benchmark) so far.",
+            *postgres_note,
+            "",
+            markdown_table(LATENCY_HEADERS, latency_cells(rows)),
+            "",
+            "Growth of the warm median with chat length (target: flat, ≈1×; 100 messages fill only part of the "
+            'budget, so 100k ÷ 10k is the cleanest view of "independent of history length"):',
+            "",
+            markdown_table(GROWTH_HEADERS, growth_cells(rows)),
+            "",
+            f"Inserting the histories (storage layer, 5,000 a transaction): {inserts}.",
+            "",
+            f"{machine([run.backend for run in runs])}; {load}.",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.service", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="CI smoke run: 100 and 10k messages, fewer calls")
-    parser.add_argument("--backend", choices=("all", "sqlite", "postgresql"), default="all",
-                        help=f"all (default): SQLite, and PostgreSQL when {PG_ENV} is set")
-    parser.add_argument("--profile", action="store_true",
-                        help=f"afterwards, cProfile the server thread over {PROFILE_RUNS} previews and {PROFILE_RUNS} "
-                        "generations on the largest chat (service-<backend>-<operation>.prof in the temp folder)")
-    parser.add_argument("--no-analyze", action="store_true",
-                        help="PostgreSQL: time right after the bulk load, without VACUUM ANALYZE (no planner stats)")
-    parser.add_argument("--output", type=Path, default=None,
-                        help=f"Markdown results (default {RESULTS}; --quick writes nothing unless given)")
+    parser.add_argument(
+        "--backend",
+        choices=("all", "sqlite", "postgresql"),
+        default="all",
+        help=f"all (default): SQLite, and PostgreSQL when {PG_ENV} is set",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help=f"afterwards, cProfile the server thread over {PROFILE_RUNS} previews and {PROFILE_RUNS} "
+        "generations on the largest chat (service-<backend>-<operation>.prof in the temp folder)",
+    )
+    parser.add_argument(
+        "--no-analyze",
+        action="store_true",
+        help="PostgreSQL: time right after the bulk load, without VACUUM ANALYZE (no planner stats)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"Markdown results (default {RESULTS}; --quick writes nothing unless given)",
+    )
     args = parser.parse_args(argv)
     cfg = config(args.quick)
     pg_server = "" if args.backend == "sqlite" else os.environ.get(PG_ENV, "").strip()
     if args.backend == "postgresql" and not pg_server:
         parser.error(f"--backend postgresql needs {PG_ENV} (e.g. postgresql://postgres@127.0.0.1:5432/test)")
-    say(f"service benchmark ({'quick' if cfg.quick else 'full'}): sizes {', '.join(f'{n:,}' for n in cfg.sizes)}; "
-        f"{cfg.preview_runs} previews and {cfg.generate_runs} generations per chat")
+    say(
+        f"service benchmark ({'quick' if cfg.quick else 'full'}): sizes {', '.join(f'{n:,}' for n in cfg.sizes)}; "
+        f"{cfg.preview_runs} previews and {cfg.generate_runs} generations per chat"
+    )
     if not pg_server and args.backend == "all":
         say(f"  (PostgreSQL skipped: set {PG_ENV} to include it)")
     started = time.perf_counter()
@@ -533,8 +663,10 @@ def main(argv: list[str] | None = None) -> int:
     say(f"peak RSS {peak_rss_mib():,.0f} MiB; {time.perf_counter() - started:.0f} s in all; {load}")
     for run in runs:
         if run.profile:
-            say(f"\n== cProfile of the server thread, {run.backend}, on the largest chat (coroutines make the "
-                f"cumulative column unreliable; trust tottime, or use py-spy record --idle --threads)\n{run.profile}")
+            say(
+                f"\n== cProfile of the server thread, {run.backend}, on the largest chat (coroutines make the "
+                f"cumulative column unreliable; trust tottime, or use py-spy record --idle --threads)\n{run.profile}"
+            )
     output: Path | None = args.output if args.output is not None or cfg.quick else RESULTS
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)

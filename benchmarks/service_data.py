@@ -17,6 +17,7 @@ from typing import Any
 def _words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
+
 COMMON = _words(
     "the of and to in is that it for on with as was be this by at from or have an not are but we you "
     "they can will which their has more if one about all would there been so what when who also into "
@@ -35,8 +36,36 @@ NAMES = _words(
     "Quentin Rosa Sven Tamsin Umar Valentina Wen Xavier Yara Zoltan Amsterdam Berlin Chicago Denver Kyoto"
 )
 TOOLS = ("search_docs", "get_weather", "run_sql", "read_file", "lookup_order", "create_ticket")
-_ONSETS = ("b", "br", "c", "ch", "d", "dr", "f", "fl", "g", "gr", "h", "k", "l", "m", "n", "p", "pl",
-           "qu", "r", "s", "sh", "st", "t", "th", "tr", "v", "w", "z")
+_ONSETS = (
+    "b",
+    "br",
+    "c",
+    "ch",
+    "d",
+    "dr",
+    "f",
+    "fl",
+    "g",
+    "gr",
+    "h",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "pl",
+    "qu",
+    "r",
+    "s",
+    "sh",
+    "st",
+    "t",
+    "th",
+    "tr",
+    "v",
+    "w",
+    "z",
+)
 _VOWELS = ("a", "e", "i", "o", "u", "ai", "ea", "io", "ou", "y")
 _CODAS = ("", "", "n", "r", "s", "t", "l", "m", "nd", "st", "x", "ck")
 
@@ -55,8 +84,12 @@ class Words:
         self.rng = rng = random.Random(seed)
         rare: set[str] = set()
         while len(rare) < rare_words:
-            rare.add("".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
-                             for _ in range(rng.choice((1, 2, 2, 3)))))
+            rare.add(
+                "".join(
+                    rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS)
+                    for _ in range(rng.choice((1, 2, 2, 3)))
+                )
+            )
         self.rare = sorted(rare)
         numbers = [str(rng.randint(2, 99_999)) for _ in range(2000)]
         idents = [f"{rng.choice(self.rare)}_{rng.choice(COMMON)}()" for _ in range(1000)]
@@ -109,8 +142,13 @@ def history(size: int, seed: str, chunk: int = 5000) -> Iterator[list[dict[str, 
             for _ in range(parallel):
                 calls += 1
                 tool = rng.choice(TOOLS)
-                tool_calls.append({"id": f"call_{seed}_{calls:06d}", "type": "function",
-                                   "function": {"name": tool, "arguments": json.dumps({"query": words.text(3, 12)})}})
+                tool_calls.append(
+                    {
+                        "id": f"call_{seed}_{calls:06d}",
+                        "type": "function",
+                        "function": {"name": tool, "arguments": json.dumps({"query": words.text(3, 12)})},
+                    }
+                )
             add({"role": "assistant", "content": words.text(3, 20), "tool_calls": tool_calls})
             for call in tool_calls:
                 add({"role": "tool", "tool_call_id": call["id"], "content": words.text(20, 120)})

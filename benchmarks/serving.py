@@ -41,8 +41,15 @@ class Service:
     def __enter__(self) -> Service:
         sock = listening_socket()
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self._asgi, log_config=None, access_log=False, lifespan="on", loop="asyncio",
-                                interface="asgi3", timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            self._asgi,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            loop="asyncio",
+            interface="asgi3",
+            timeout_graceful_shutdown=2,
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, args=(sock,), name="contextshift-service", daemon=True)
         self._thread.start()

@@ -71,17 +71,41 @@ class Config:
     def from_args(cls, argv: Sequence[str] | None) -> Config:
         parser = argparse.ArgumentParser(prog="python -m benchmarks.shifting", description=__doc__.split("\n")[0])
         parser.add_argument("--quick", action="store_true", help="CI smoke: 1k and 10k messages, 3 runs")
-        parser.add_argument("--markdown", type=Path, default=None,
-                            help="where to write the Markdown table (default: benchmarks/results/shifting.md "
-                                 "for a full run, nowhere for --quick)")
+        parser.add_argument(
+            "--markdown",
+            type=Path,
+            default=None,
+            help="where to write the Markdown table (default: benchmarks/results/shifting.md "
+            "for a full run, nowhere for --quick)",
+        )
         args = parser.parse_args(argv)
         if args.quick:
-            return cls(quick=True, sizes=(1_000, 10_000), budgets=(8_000, 100_000), max_runs=3, warmup=0.2,
-                       llama_cap=5.0, exact_sizes=(1_000,), growing_start=1_000, growing_turns=10,
-                       growing_budgets=(8_000,), markdown=args.markdown)
-        return cls(quick=False, sizes=(1_000, 10_000, 100_000), budgets=(8_000, 100_000), max_runs=7,
-                   warmup=0.5, llama_cap=60.0, exact_sizes=(1_000, 10_000, 100_000), growing_start=2_000,
-                   growing_turns=50, growing_budgets=(8_000,), markdown=args.markdown or RESULTS)
+            return cls(
+                quick=True,
+                sizes=(1_000, 10_000),
+                budgets=(8_000, 100_000),
+                max_runs=3,
+                warmup=0.2,
+                llama_cap=5.0,
+                exact_sizes=(1_000,),
+                growing_start=1_000,
+                growing_turns=10,
+                growing_budgets=(8_000,),
+                markdown=args.markdown,
+            )
+        return cls(
+            quick=False,
+            sizes=(1_000, 10_000, 100_000),
+            budgets=(8_000, 100_000),
+            max_runs=7,
+            warmup=0.5,
+            llama_cap=60.0,
+            exact_sizes=(1_000, 10_000, 100_000),
+            growing_start=2_000,
+            growing_turns=50,
+            growing_budgets=(8_000,),
+            markdown=args.markdown or RESULTS,
+        )
 
 
 # -- counters -------------------------------------------------------------------------------------------
@@ -161,8 +185,9 @@ class Corpus:
 def trim(messages: list[Any], budget: int, counter: Any) -> list[Any]:
     from langchain_core.messages import trim_messages
 
-    return trim_messages(messages, max_tokens=budget, token_counter=counter, strategy="last",
-                         include_system=True, start_on="human")
+    return trim_messages(
+        messages, max_tokens=budget, token_counter=counter, strategy="last", include_system=True, start_on="human"
+    )
 
 
 # -- the cases ------------------------------------------------------------------------------------------
@@ -179,26 +204,46 @@ class Bench:
         # when its quadratic extrapolation from there is over the cap.
         self.llama_last: tuple[int, float] | None = None
 
-    def row(self, case: str, library: str, messages: int, budget: int, fn: Callable[[], Any], *,
-            setup: Callable[[], None] | None = None, kept: Callable[[Any], int] | None = None,
-            baseline: Row | None = None, note: str = "", memory: bool = True,
-            single_shot_after: float | None = None) -> Row:
+    def row(
+        self,
+        case: str,
+        library: str,
+        messages: int,
+        budget: int,
+        fn: Callable[[], Any],
+        *,
+        setup: Callable[[], None] | None = None,
+        kept: Callable[[Any], int] | None = None,
+        baseline: Row | None = None,
+        note: str = "",
+        memory: bool = True,
+        single_shot_after: float | None = None,
+    ) -> Row:
         say(f"  {case:<28} {library:<34} {messages:>7,} msgs  budget {budget:>7,} ...", end="")
         began = time.perf_counter()
         if single_shot_after is None:  # a first call slower than this is the only sample
             single_shot_after = 10.0 if baseline is None else 5.0
-        timing = measure(fn, max_runs=self.cfg.max_runs, setup=setup, warmup=self.cfg.warmup,
-                         single_shot_after=single_shot_after)
+        timing = measure(
+            fn, max_runs=self.cfg.max_runs, setup=setup, warmup=self.cfg.warmup, single_shot_after=single_shot_after
+        )
         # tracemalloc slows allocation-heavy calls several times over: the peers' slow calls get no
         # memory run (contextshift's always do, except in --quick).
         memory = memory and timing.median < (0.3 if self.cfg.quick else 1e9 if baseline is None else 2.0)
         peak = peak_mib(fn, setup) if memory else None
-        row = Row(case, library, messages, budget, timing, peak,
-                  kept=None if kept is None else kept(timing.result), baseline=baseline, note=note)
+        row = Row(
+            case,
+            library,
+            messages,
+            budget,
+            timing,
+            peak,
+            kept=None if kept is None else kept(timing.result),
+            baseline=baseline,
+            note=note,
+        )
         self.rows.append(row)
         ratio = "" if row.ratio is None else f"  ({row.ratio:.2f}× contextshift)"
-        say(f" {row.median_ms:,.2f} ms median of {len(timing.samples)}{ratio}"
-            f" [{time.perf_counter() - began:.1f} s]")
+        say(f" {row.median_ms:,.2f} ms median of {len(timing.samples)}{ratio} [{time.perf_counter() - began:.1f} s]")
         return row
 
     def skipped(self, case: str, library: str, messages: int, budget: int, note: str) -> None:
@@ -213,12 +258,24 @@ class Bench:
 
     def same_counter_budget(self, corpus: Corpus, budget: int) -> None:
         n, messages, dicts, lc_messages = corpus.size, corpus.messages, corpus.dicts, corpus.langchain
-        base = self.row(SAME, "contextshift.shift_context", n, budget,
-                        lambda: shift_context(messages, quarter, budget, per_message_overhead=4),
-                        kept=lambda r: len(r.kept))
+        base = self.row(
+            SAME,
+            "contextshift.shift_context",
+            n,
+            budget,
+            lambda: shift_context(messages, quarter, budget, per_message_overhead=4),
+            kept=lambda r: len(r.kept),
+        )
         result: ShiftResult = base.timing.result  # type: ignore[union-attr]
-        lc = self.row(SAME, "langchain trim_messages", n, budget,
-                      lambda: trim(lc_messages, budget, lc_quarter), kept=len, baseline=base)
+        lc = self.row(
+            SAME,
+            "langchain trim_messages",
+            n,
+            budget,
+            lambda: trim(lc_messages, budget, lc_quarter),
+            kept=len,
+            baseline=base,
+        )
         if n == 10_000:
             # Dicts in on both sides: each library's own conversion is part of the timed call.
             from langchain_core.messages import convert_to_messages
@@ -226,21 +283,42 @@ class Bench:
             lc_dicts = conv.to_langchain_dicts(dicts)
             # Message objects without ids, as the factories make them: each gets its msg-<index> id in the call.
             id_less = [dataclasses.replace(m, id="") for m in messages]
-            self.row(SAME, "contextshift, id-less objects", n, budget,
-                     lambda: shift_context(id_less, quarter, budget, per_message_overhead=4),
-                     kept=lambda r: len(r.kept), note="ids given in the call (msg-<index>)")
-            on_dicts = self.row(SAME, "contextshift, OpenAI dicts in", n, budget,
-                                lambda: shift_context(dicts, quarter, budget, per_message_overhead=4),
-                                kept=lambda r: len(r.kept), note="incl. dict → Message conversion")
-            self.row(SAME, "langchain, dicts in", n, budget,
-                     lambda: trim(convert_to_messages(lc_dicts), budget, lc_quarter), kept=len,
-                     baseline=on_dicts, note="convert_to_messages + trim_messages")
+            self.row(
+                SAME,
+                "contextshift, id-less objects",
+                n,
+                budget,
+                lambda: shift_context(id_less, quarter, budget, per_message_overhead=4),
+                kept=lambda r: len(r.kept),
+                note="ids given in the call (msg-<index>)",
+            )
+            on_dicts = self.row(
+                SAME,
+                "contextshift, OpenAI dicts in",
+                n,
+                budget,
+                lambda: shift_context(dicts, quarter, budget, per_message_overhead=4),
+                kept=lambda r: len(r.kept),
+                note="incl. dict → Message conversion",
+            )
+            self.row(
+                SAME,
+                "langchain, dicts in",
+                n,
+                budget,
+                lambda: trim(convert_to_messages(lc_dicts), budget, lc_quarter),
+                kept=len,
+                baseline=on_dicts,
+                note="convert_to_messages + trim_messages",
+            )
         lc_kept = lc.timing.result  # type: ignore[union-attr]
         lc_tokens = sum(lc_quarter(m) for m in lc_kept)
         self.check(result, budget, f"{SAME}, {n:,} msgs")
-        line = (f"{SAME}, {n:,} msgs, budget {budget:,}: contextshift kept {len(result.kept):,} "
-                f"({result.tokens:,} tokens, {len(result.excluded):,} excluded); "
-                f"trim_messages kept {len(lc_kept):,} ({lc_tokens:,} tokens)")
+        line = (
+            f"{SAME}, {n:,} msgs, budget {budget:,}: contextshift kept {len(result.kept):,} "
+            f"({result.tokens:,} tokens, {len(result.excluded):,} excluded); "
+            f"trim_messages kept {len(lc_kept):,} ({lc_tokens:,} tokens)"
+        )
         if lc_tokens > budget:
             self.problems.append(f"trim_messages went over budget: {line}")
         self.llama(corpus, budget, base, line)
@@ -252,8 +330,7 @@ class Bench:
             prev_n, prev_s = self.llama_last
             predicted = prev_s * (n / prev_n) ** 2
             if predicted > self.cfg.llama_cap:
-                note = (f"skipped (quadratic: {prev_s:.1f} s at {prev_n // 1000}k, "
-                        f"~{predicted:,.0f} s predicted)")
+                note = f"skipped (quadratic: {prev_s:.1f} s at {prev_n // 1000}k, ~{predicted:,.0f} s predicted)"
                 self.skipped(SAME, name, n, budget, note)
                 self.sanity.append(line + "; llama-index skipped")
                 return
@@ -262,11 +339,21 @@ class Bench:
         system, history = corpus.llama[0], corpus.llama[1:]
         # The system prompt stays outside the buffer (as a llama-index app keeps it) and is charged up front.
         system_cost = len(str(system.content)) // 4 + 4
-        memory = ChatMemoryBuffer.from_defaults(chat_history=history, token_limit=budget - system_cost,
-                                                tokenizer_fn=llama_quarter)
+        memory = ChatMemoryBuffer.from_defaults(
+            chat_history=history, token_limit=budget - system_cost, tokenizer_fn=llama_quarter
+        )
         start = time.perf_counter()
-        row = self.row(SAME, name, n, budget, memory.get, kept=lambda r: len(r) + 1, baseline=base,
-                       note="no per-message overhead in its count", single_shot_after=3.0)
+        row = self.row(
+            SAME,
+            name,
+            n,
+            budget,
+            memory.get,
+            kept=lambda r: len(r) + 1,
+            baseline=base,
+            note="no per-message overhead in its count",
+            single_shot_after=3.0,
+        )
         total = time.perf_counter() - start
         typical = row.timing.median  # type: ignore[union-attr]
         if self.llama_last is None or n > self.llama_last[0] or typical > self.llama_last[1]:
@@ -287,13 +374,26 @@ class Bench:
         def tk(message: Any) -> int:
             return len(encoding.encode(message.content)) + 3
 
-        base = self.row(EXACT_ONE, "contextshift + get_tokenizer('gpt-4o')", n, budget,
-                        lambda: shift_context(corpus.messages, holder["p"], budget), setup=fresh,
-                        kept=lambda r: len(r.kept),
-                        note="fresh profile per run: empty cache; toktok batches on all cores")
+        base = self.row(
+            EXACT_ONE,
+            "contextshift + get_tokenizer('gpt-4o')",
+            n,
+            budget,
+            lambda: shift_context(corpus.messages, holder["p"], budget),
+            setup=fresh,
+            kept=lambda r: len(r.kept),
+            note="fresh profile per run: empty cache; toktok batches on all cores",
+        )
         self.check(base.timing.result, budget, f"{EXACT_ONE}, {n:,} msgs")  # type: ignore[union-attr]
-        self.row(EXACT_ONE, "langchain trim_messages + tiktoken", n, budget,
-                 lambda: trim(lc_messages, budget, tk), kept=len, baseline=base)
+        self.row(
+            EXACT_ONE,
+            "langchain trim_messages + tiktoken",
+            n,
+            budget,
+            lambda: trim(lc_messages, budget, tk),
+            kept=len,
+            baseline=base,
+        )
 
     # 3. exact o200k over a growing conversation
 
@@ -320,11 +420,12 @@ class Bench:
             return len(encoding.encode(message.content)) + 3
 
         for budget in cfg.growing_budgets:
+
             def run_cs(budget: int = budget) -> ShiftResult:
                 convo = list(corpus.messages)
                 result = None
                 for turn in range(turns):
-                    convo.extend(extra[2 * turn:2 * turn + 2])
+                    convo.extend(extra[2 * turn : 2 * turn + 2])
                     result = shift_context(convo, holder["p"], budget)
                 assert result is not None
                 return result
@@ -333,29 +434,47 @@ class Bench:
                 convo = list(lc_base)
                 result: list[Any] = []
                 for turn in range(turns):
-                    convo.extend(extra_lc[2 * turn:2 * turn + 2])
+                    convo.extend(extra_lc[2 * turn : 2 * turn + 2])
                     result = trim(convo, budget, tk)
                 return result
 
-            base = self.row(GROWING, "contextshift + get_tokenizer('gpt-4o')", final, budget, run_cs,
-                            setup=fresh, kept=lambda r: len(r.kept),
-                            note=f"{label}; total of all turns, cache starts empty")
+            base = self.row(
+                GROWING,
+                "contextshift + get_tokenizer('gpt-4o')",
+                final,
+                budget,
+                run_cs,
+                setup=fresh,
+                kept=lambda r: len(r.kept),
+                note=f"{label}; total of all turns, cache starts empty",
+            )
             result: ShiftResult = base.timing.result  # type: ignore[union-attr]
             self.check(result, budget, f"{GROWING}, budget {budget:,}")
-            lc = self.row(GROWING, "langchain trim_messages + tiktoken", final, budget, run_lc, kept=len,
-                          baseline=base, note=label)
+            lc = self.row(
+                GROWING,
+                "langchain trim_messages + tiktoken",
+                final,
+                budget,
+                run_lc,
+                kept=len,
+                baseline=base,
+                note=label,
+            )
             hits, misses = holder["p"].cache.hits, holder["p"].cache.misses
             self.sanity.append(
                 f"{GROWING}, budget {budget:,}: last turn contextshift kept {len(result.kept):,} "
                 f"({result.tokens:,} tokens), trim_messages kept {lc.kept:,}; contextshift count cache "
-                f"over the last run: {hits:,} hits, {misses:,} misses")
+                f"over the last run: {hits:,} hits, {misses:,} misses"
+            )
 
         # Exactness: the profile's counts are tiktoken's.
         sample = [m.text for m in corpus.messages[::7]] + [m.text for m in extra]
         counter = TiktokenProfile("o200k_base")
         mismatched = sum(counter.count(t) != len(encoding.encode(t)) for t in sample)
-        self.sanity.append(f"o200k exactness: contextshift's counts equal tiktoken's on {len(sample) - mismatched:,}"
-                           f" of {len(sample):,} message texts")
+        self.sanity.append(
+            f"o200k exactness: contextshift's counts equal tiktoken's on {len(sample) - mismatched:,}"
+            f" of {len(sample):,} message texts"
+        )
         if mismatched:
             self.problems.append(f"{mismatched} o200k counts differ from tiktoken's")
 
@@ -370,13 +489,27 @@ class Bench:
 
         if get_tokenizer("unknown-model").name != "approximate":
             self.problems.append("get_tokenizer('unknown-model') is not the approximate profile")
-        base = self.row(APPROX, "contextshift + get_tokenizer('unknown')", n, budget,
-                        lambda: shift_context(corpus.messages, holder["p"], budget), setup=fresh,
-                        kept=lambda r: len(r.kept), note="script-aware estimate, empty cache")
+        base = self.row(
+            APPROX,
+            "contextshift + get_tokenizer('unknown')",
+            n,
+            budget,
+            lambda: shift_context(corpus.messages, holder["p"], budget),
+            setup=fresh,
+            kept=lambda r: len(r.kept),
+            note="script-aware estimate, empty cache",
+        )
         self.check(base.timing.result, budget, f"{APPROX}, {n:,} msgs")  # type: ignore[union-attr]
-        self.row(APPROX, "langchain trim_messages 'approximate'", n, budget,
-                 lambda: trim(lc_messages, budget, "approximate"), kept=len, baseline=base,
-                 note="a different estimate: not the same counter")
+        self.row(
+            APPROX,
+            "langchain trim_messages 'approximate'",
+            n,
+            budget,
+            lambda: trim(lc_messages, budget, "approximate"),
+            kept=len,
+            baseline=base,
+            note="a different estimate: not the same counter",
+        )
 
     def check(self, result: ShiftResult, budget: int, where: str) -> None:
         if result.tokens > budget:
@@ -399,21 +532,40 @@ class Bench:
             lc = self.find(SAME, "langchain trim_messages", 10_000, budget)
             if lc is not None and lc.ratio is not None:
                 ratio = 1 / lc.ratio
-                out.append((ratio <= 0.5, f"same counter, 10k msgs, budget {budget:,}: shift_context takes "
-                                          f"{ratio:.2f}× trim_messages' time (target ≤ 0.5×, issue #12)"))
+                out.append(
+                    (
+                        ratio <= 0.5,
+                        f"same counter, 10k msgs, budget {budget:,}: shift_context takes "
+                        f"{ratio:.2f}× trim_messages' time (target ≤ 0.5×, issue #12)",
+                    )
+                )
             on_dicts = self.find(SAME, "langchain, dicts in", 10_000, budget)
             if on_dicts is not None and on_dicts.ratio is not None:
                 ratio = 1 / on_dicts.ratio
-                out.append((ratio <= 0.3, f"same counter, dicts in on both sides, 10k msgs, budget {budget:,}: "
-                                          f"shift_context takes {ratio:.2f}× convert_to_messages + trim_messages' "
-                                          "time (target ≤ 0.3×, issue #12)"))
+                out.append(
+                    (
+                        ratio <= 0.3,
+                        f"same counter, dicts in on both sides, 10k msgs, budget {budget:,}: "
+                        f"shift_context takes {ratio:.2f}× convert_to_messages + trim_messages' "
+                        "time (target ≤ 0.3×, issue #12)",
+                    )
+                )
         for budget in self.cfg.growing_budgets:
-            lc = self.find(GROWING, "langchain trim_messages + tiktoken", self.cfg.growing_start
-                           + 2 * self.cfg.growing_turns, budget)
+            lc = self.find(
+                GROWING,
+                "langchain trim_messages + tiktoken",
+                self.cfg.growing_start + 2 * self.cfg.growing_turns,
+                budget,
+            )
             if lc is not None and lc.ratio is not None:
-                out.append((lc.ratio >= 10, f"exact o200k, growing conversation, budget {budget:,}: "
-                                            f"contextshift {lc.ratio:.1f}× faster than trim_messages + tiktoken"
-                                            " (target ≥ 10×)"))
+                out.append(
+                    (
+                        lc.ratio >= 10,
+                        f"exact o200k, growing conversation, budget {budget:,}: "
+                        f"contextshift {lc.ratio:.1f}× faster than trim_messages + tiktoken"
+                        " (target ≥ 10×)",
+                    )
+                )
         small, large = self.cfg.sizes[0], self.cfg.sizes[-1]
         for budget in self.cfg.budgets:
             per = {}
@@ -424,9 +576,14 @@ class Bench:
             if small in per and large in per:
                 exponent = math.log(per[large] * large / (per[small] * small)) / math.log(large / small)
                 steps = ", ".join(f"{per[n] * 1e6:.2f} µs/msg at {n // 1000}k" for n in sorted(per))
-                out.append((exponent <= 1.1, f"linear growth, budget {budget:,}: {steps}; per-message time "
-                                             f"{large // 1000}k/{small // 1000}k = {per[large] / per[small]:.2f}×,"
-                                             f" time ∝ n^{exponent:.2f} (target: exponent ≤ 1.10)"))
+                out.append(
+                    (
+                        exponent <= 1.1,
+                        f"linear growth, budget {budget:,}: {steps}; per-message time "
+                        f"{large // 1000}k/{small // 1000}k = {per[large] / per[small]:.2f}×,"
+                        f" time ∝ n^{exponent:.2f} (target: exponent ≤ 1.10)",
+                    )
+                )
         return out
 
 
@@ -494,8 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("[1] same per-message counter: len(text)//4 + 4", one),
         ("[2] exact o200k counter, one call on a cold cache", two),
         ("[3] exact o200k counter, repeated calls over a growing conversation", lambda: bench.growing(encoding)),
-        ("[4] approximate profile (information only: the two estimates differ)",
-         lambda: bench.approx(corpora[10_000])),
+        ("[4] approximate profile (information only: the two estimates differ)", lambda: bench.approx(corpora[10_000])),
     ]
     for title, run in sections:
         say(f"\n{title}")

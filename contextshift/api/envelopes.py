@@ -46,4 +46,3 @@ class Rewound(BaseModel):
     """A chat rewound to one of its messages: how many later messages were deleted."""
 
     deleted: int
-

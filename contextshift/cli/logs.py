@@ -13,8 +13,20 @@ import sys
 from datetime import UTC, datetime
 
 #: The fields contextshift's records add (procrastinate's records add others; those stay out of our lines).
-FIELDS = ("event", "runner", "job_id", "task", "attempt", "status", "error_code", "retry_in", "duration_ms",
-          "instance_id", "concurrency", "database")
+FIELDS = (
+    "event",
+    "runner",
+    "job_id",
+    "task",
+    "attempt",
+    "status",
+    "error_code",
+    "retry_in",
+    "duration_ms",
+    "instance_id",
+    "concurrency",
+    "database",
+)
 
 
 #: Loggers of libraries whose INFO records are not the worker's story.

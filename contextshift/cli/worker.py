@@ -77,8 +77,13 @@ async def work(url: str, concurrency: int, *, stop: asyncio.Event | None = None)
             db.display_url,
             runner.kind,
             concurrency,
-            extra={"event": "worker_started", "instance_id": db.instance_id, "runner": runner.kind,
-                   "concurrency": concurrency, "database": db.display_url},
+            extra={
+                "event": "worker_started",
+                "instance_id": db.instance_id,
+                "runner": runner.kind,
+                "concurrency": concurrency,
+                "database": db.display_url,
+            },
         )
         stopping = asyncio.create_task(stop.wait())
         ended = asyncio.create_task(runner.wait())

@@ -368,9 +368,7 @@ class Message:
         return cls("assistant", content, tool_calls=tool_calls, **fields)  # type: ignore[arg-type]
 
     @classmethod
-    def tool_result(
-        cls, tool_call_id: str, content: str | Sequence[str | Mapping[str, Any]], **fields: Any
-    ) -> Message:
+    def tool_result(cls, tool_call_id: str, content: str | Sequence[str | Mapping[str, Any]], **fields: Any) -> Message:
         """The result of a tool call.
 
         Args:
@@ -648,16 +646,42 @@ def _plain(data: object, index: int = -1) -> Message | None:
     if call_id:
         kind |= KIND_LINKED
     return _assembled(
-        Message, role, content, ident, name, (), call_id, pinned, source, None, None, _EMPTY, _EMPTY, content or "",
-        (call_id,) if call_id else (), kind,
+        Message,
+        role,
+        content,
+        ident,
+        name,
+        (),
+        call_id,
+        pinned,
+        source,
+        None,
+        None,
+        _EMPTY,
+        _EMPTY,
+        content or "",
+        (call_id,) if call_id else (),
+        kind,
     )
 
 
 def _assembled(
-    cls: type[Message], role: Role, content: str | tuple[Mapping[str, Any], ...] | None, ident: str, name: str | None,
-    calls: tuple[ToolCall, ...], call_id: str | None, pinned: bool, source: Source | None, relevance: float | None,
-    workspace: str | None, meta: Mapping[str, Any], extra: Mapping[str, Any], text: str | None,
-    links: tuple[str, ...] | None, kind: int,
+    cls: type[Message],
+    role: Role,
+    content: str | tuple[Mapping[str, Any], ...] | None,
+    ident: str,
+    name: str | None,
+    calls: tuple[ToolCall, ...],
+    call_id: str | None,
+    pinned: bool,
+    source: Source | None,
+    relevance: float | None,
+    workspace: str | None,
+    meta: Mapping[str, Any],
+    extra: Mapping[str, Any],
+    text: str | None,
+    links: tuple[str, ...] | None,
+    kind: int,
 ) -> Message:
     """A message of class ``cls`` with these slots, checked by the caller: the fields and what ``__post_init__``
     derives of them (``text``, ``links``, ``kind``). Each slot is set by its own setter, as a frozen dataclass
@@ -682,8 +706,23 @@ def _assembled(
 
 
 # The slots' own setters (a frozen dataclass refuses ``setattr``), for :func:`_assembled`.
-(_set_role, _set_content, _set_id, _set_name, _set_calls, _set_call_id, _set_pinned, _set_source, _set_relevance,
- _set_workspace, _set_meta, _set_extra, _set_text, _set_links, _set_kind) = (
+(
+    _set_role,
+    _set_content,
+    _set_id,
+    _set_name,
+    _set_calls,
+    _set_call_id,
+    _set_pinned,
+    _set_source,
+    _set_relevance,
+    _set_workspace,
+    _set_meta,
+    _set_extra,
+    _set_text,
+    _set_links,
+    _set_kind,
+) = (
     cast(Callable[[Message, Any], None], Message.__dict__[name].__set__)
     for name in (
         *("role", "content", "id", "name", "tool_calls", "tool_call_id", "pinned", "source", "relevance"),
@@ -700,9 +739,22 @@ def with_id(message: Message, ident: str) -> Message:
     if type(ident) is not str:
         raise TypeError(f"message id must be a string, got {type(ident).__name__}")
     return _assembled(
-        type(message), message.role, message.content, ident, message.name, message.tool_calls, message.tool_call_id,
-        message.pinned, message.source, message.relevance, message.workspace, message.meta, message.extra,
-        message._text, message._links, message._kind,
+        type(message),
+        message.role,
+        message.content,
+        ident,
+        message.name,
+        message.tool_calls,
+        message.tool_call_id,
+        message.pinned,
+        message.source,
+        message.relevance,
+        message.workspace,
+        message.meta,
+        message.extra,
+        message._text,
+        message._links,
+        message._kind,
     )
 
 
@@ -956,9 +1008,9 @@ def scanned(items: Iterable[MessageLike]) -> Scan:
     no_links: tuple[str, ...] = ()
     for index, item in enumerate(items):
         calls: object = None
-        if type(item) is dict and (item.keys() <= plain_keys or (
-            item.keys() <= call_keys and _simple_calls(calls := item.get("tool_calls"))
-        )):
+        if type(item) is dict and (
+            item.keys() <= plain_keys or (item.keys() <= call_keys and _simple_calls(calls := item.get("tool_calls")))
+        ):
             get = item.get
             role = get("role")
             content = get("content", "")

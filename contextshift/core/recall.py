@@ -362,9 +362,9 @@ def _semantic(prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embe
     best: dict[int, float] = {}
     for owner, similarity in zip(owners, similarities(embedder, query, sentences), strict=True):
         best[owner] = max(best.get(owner, similarity), similarity)
-    scored = sorted(
-        ((s, n) for n, s in best.items() if s >= SEMANTIC_FLOOR), key=lambda item: (-item[0], -item[1])
-    )[:SEMANTIC_TOP]
+    scored = sorted(((s, n) for n, s in best.items() if s >= SEMANTIC_FLOOR), key=lambda item: (-item[0], -item[1]))[
+        :SEMANTIC_TOP
+    ]
     return {n: s / scored[0][0] for s, n in scored}
 
 

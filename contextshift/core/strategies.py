@@ -43,8 +43,6 @@ SUMMARY_MIN_TOKENS = 8
 SUMMARY_MAX_TOKENS = 1024
 
 
-
-
 def _prompt(request: StrategyRequest) -> Prompt:
     return Prompt(request.messages, request.count_tokens, request.per_message_overhead)
 

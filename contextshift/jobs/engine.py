@@ -52,10 +52,21 @@ QUEUE = "default"
 #: Seconds between looks for new jobs when no notification came (LISTEN/NOTIFY wakes a worker at once).
 FETCH_INTERVAL = 2.0
 #: The engine's statuses, as ``GET /api/v2/jobs`` names them.
-STATUS_NAMES = {"todo": "queued", "doing": "running", "succeeded": "succeeded", "failed": "failed",
-                "cancelled": "failed", "aborted": "failed", "aborting": "running"}
-ENGINE_STATUSES = {"queued": ("todo",), "running": ("doing", "aborting"), "succeeded": ("succeeded",),
-                   "failed": ("failed", "cancelled", "aborted")}
+STATUS_NAMES = {
+    "todo": "queued",
+    "doing": "running",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "cancelled": "failed",
+    "aborted": "failed",
+    "aborting": "running",
+}
+ENGINE_STATUSES = {
+    "queued": ("todo",),
+    "running": ("doing", "aborting"),
+    "succeeded": ("succeeded",),
+    "failed": ("failed", "cancelled", "aborted"),
+}
 
 
 def conninfo(db: Database) -> dict[str, Any]:
@@ -113,8 +124,16 @@ class EngineRunner(RunnerBase):
         fetch_interval: float = FETCH_INTERVAL,
         pool_size: int | None = None,
     ) -> None:
-        super().__init__(db, compactor, run_jobs=run_jobs, concurrency=concurrency, grace=grace,
-                         retention=retention, jobs=jobs, periodic=periodic)
+        super().__init__(
+            db,
+            compactor,
+            run_jobs=run_jobs,
+            concurrency=concurrency,
+            grace=grace,
+            retention=retention,
+            jobs=jobs,
+            periodic=periodic,
+        )
         self.fetch_interval = fetch_interval
         self._decisions: dict[int, float | None] = {}
         size = pool_size or (concurrency + 3 if run_jobs else 2)  # jobs, the fetch, the heartbeat, the rescue
@@ -256,14 +275,32 @@ class EngineRunner(RunnerBase):
         try:
             if end:
                 await manager.finish_job(job, status=Status.FAILED, delete_job=False)
-                log.warning("job %s (%s) ended failed: its worker is gone", job.id, job.task_name,
-                            extra={"event": "job_rescued", "runner": RUNNER, "job_id": str(job.id),
-                                   "task": job.task_name, "status": "failed"})
+                log.warning(
+                    "job %s (%s) ended failed: its worker is gone",
+                    job.id,
+                    job.task_name,
+                    extra={
+                        "event": "job_rescued",
+                        "runner": RUNNER,
+                        "job_id": str(job.id),
+                        "task": job.task_name,
+                        "status": "failed",
+                    },
+                )
             else:
                 await manager.retry_job(job)
-                log.warning("job %s (%s) queued again: its worker is gone", job.id, job.task_name,
-                            extra={"event": "job_rescued", "runner": RUNNER, "job_id": str(job.id),
-                                   "task": job.task_name, "status": "queued"})
+                log.warning(
+                    "job %s (%s) queued again: its worker is gone",
+                    job.id,
+                    job.task_name,
+                    extra={
+                        "event": "job_rescued",
+                        "runner": RUNNER,
+                        "job_id": str(job.id),
+                        "task": job.task_name,
+                        "status": "queued",
+                    },
+                )
         except engine_errors.ConnectorException:  # another worker rescued it first, or a copy was just queued
             return 0
         return 1
@@ -286,8 +323,14 @@ class EngineRunner(RunnerBase):
                 )
             ).all()
         return [
-            EngineJob(id=row.id, queue=QUEUE, lock=row.lock, queueing_lock=row.queueing_lock,
-                      task_name=row.task_name, attempts=row.attempts)
+            EngineJob(
+                id=row.id,
+                queue=QUEUE,
+                lock=row.lock,
+                queueing_lock=row.queueing_lock,
+                task_name=row.task_name,
+                attempts=row.attempts,
+            )
             for row in rows
         ]
 
@@ -303,21 +346,23 @@ class EngineRunner(RunnerBase):
         """``cleanup.jobs``: the engine's ended jobs (their events go with them) and their attempts."""
         async with self.db.session() as session:
             ended = (
-                await session.execute(
-                    text(
-                        "DELETE FROM procrastinate_jobs j WHERE j.status IN ('succeeded', 'failed', 'cancelled', "
-                        "'aborted') AND NOT EXISTS (SELECT 1 FROM procrastinate_events e WHERE e.job_id = j.id "
-                        "AND e.at >= :before) "
-                        # a periodic job's latest defer still names it (the engine keeps that row)
-                        "AND NOT EXISTS (SELECT 1 FROM procrastinate_periodic_defers d WHERE d.job_id = j.id) "
-                        "RETURNING j.id"
-                    ),
-                    {"before": before},
+                (
+                    await session.execute(
+                        text(
+                            "DELETE FROM procrastinate_jobs j WHERE j.status IN ('succeeded', 'failed', 'cancelled', "
+                            "'aborted') AND NOT EXISTS (SELECT 1 FROM procrastinate_events e WHERE e.job_id = j.id "
+                            "AND e.at >= :before) "
+                            # a periodic job's latest defer still names it (the engine keeps that row)
+                            "AND NOT EXISTS (SELECT 1 FROM procrastinate_periodic_defers d WHERE d.job_id = j.id) "
+                            "RETURNING j.id"
+                        ),
+                        {"before": before},
+                    )
                 )
-            ).scalars().all()
-            live = (
-                await session.execute(text("SELECT CAST(id AS VARCHAR) FROM procrastinate_jobs"))
-            ).scalars().all()
+                .scalars()
+                .all()
+            )
+            live = (await session.execute(text("SELECT CAST(id AS VARCHAR) FROM procrastinate_jobs"))).scalars().all()
             await Repositories(session).job_attempts.delete_before(RUNNER, before, keep=list(live))
         return len(ended)
 

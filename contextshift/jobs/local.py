@@ -55,8 +55,16 @@ class LocalRunner(RunnerBase):
         periodic: bool = True,
         poll_interval: float = POLL_INTERVAL,
     ) -> None:
-        super().__init__(db, compactor, run_jobs=run_jobs, concurrency=concurrency, grace=grace,
-                         retention=retention, jobs=jobs, periodic=periodic)
+        super().__init__(
+            db,
+            compactor,
+            run_jobs=run_jobs,
+            concurrency=concurrency,
+            grace=grace,
+            retention=retention,
+            jobs=jobs,
+            periodic=periodic,
+        )
         self.poll_interval = poll_interval
         self.idle = asyncio.Event()
         self._wake = asyncio.Event()
@@ -131,8 +139,9 @@ class LocalRunner(RunnerBase):
             log.warning("job %s: no task %r here; ended failed", row.id, row.task)
             return
         try:
-            attempted = await run_attempt(job, self.context, row.args, runner=RUNNER, job_id=row.id,
-                                          attempt=row.attempts)
+            attempted = await run_attempt(
+                job, self.context, row.args, runner=RUNNER, job_id=row.id, attempt=row.attempts
+            )
         except asyncio.CancelledError:
             async with asyncio.timeout(5), self.db.session() as session:  # runs next time (or a copy does)
                 await Repositories(session).jobs.retry(row.id, utcnow())

@@ -33,6 +33,7 @@ _STOP = frozenset(
     }
 )
 
+
 def example_files() -> list[Path]:
     return sorted(EXAMPLES.glob("*.json"))
 

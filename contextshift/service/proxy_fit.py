@@ -376,9 +376,7 @@ def json_bytes(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
-def _all_kept(
-    shifted: ShiftResult, items: Sequence[Mapping[str, Any]], built: Sequence[Message] | None
-) -> bool:
+def _all_kept(shifted: ShiftResult, items: Sequence[Mapping[str, Any]], built: Sequence[Message] | None) -> bool:
     """Whether the shift kept every message as it was, in order (nothing left out, shortened nor written)."""
     kept = shifted.kept
     if len(kept) != len(items) or shifted.truncated:

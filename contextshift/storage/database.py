@@ -39,6 +39,7 @@ _aiosqlite_log = logging.getLogger("aiosqlite")
 if not any(isinstance(f, _DropDriverDebug) for f in _aiosqlite_log.filters):
     _aiosqlite_log.addFilter(_DropDriverDebug())
 
+
 def _json_text(value: Any) -> str:
     """A JSON column's value as text: orjson (an audit's few hundred KB in a fraction of ``json``'s time),
     else ``json`` for what orjson will not write (an integer past 64 bits, a lone surrogate)."""

@@ -422,10 +422,20 @@ class JobRow(Base):
     __table_args__ = (
         CheckConstraint(_one_of("status", JOB_STATUSES), name="status"),
         Index("ix_jobs_status_run_after", "status", "run_after"),
-        Index("uq_jobs_lock_queued", "lock", unique=True, sqlite_where=text("status = 'queued'"),
-              postgresql_where=text("status = 'queued'")),
-        Index("uq_jobs_lock_running", "lock", unique=True, sqlite_where=text("status = 'running'"),
-              postgresql_where=text("status = 'running'")),
+        Index(
+            "uq_jobs_lock_queued",
+            "lock",
+            unique=True,
+            sqlite_where=text("status = 'queued'"),
+            postgresql_where=text("status = 'queued'"),
+        ),
+        Index(
+            "uq_jobs_lock_running",
+            "lock",
+            unique=True,
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
     )
 
     id: Mapped[str] = _id()

@@ -37,6 +37,7 @@ def bearer(token: str) -> dict[str, str]:
     """The headers that sign a request in with ``token``."""
     return {"Authorization": f"Bearer {token}"}
 
+
 CLIENT_OPTIONS: dict[str, Any] = {
     "timeouts": Timeouts(connect=2.0, read=3.0),
     "retry": RetryPolicy(retries=1, backoff_base=0.01, backoff_max=0.02, retry_after_cap=0.1),

@@ -387,7 +387,10 @@ async def test_a_session_appends_the_new_turn_to_the_chat_and_answers_in_anthrop
     ]
     session = {"contextshift": {"chat_id": ids["chat"]}}
     raw = client.messages.with_raw_response.create(
-        model="gpt-4o", max_tokens=100, system="The app's own system prompt, not used.", messages=resent,
+        model="gpt-4o",
+        max_tokens=100,
+        system="The app's own system prompt, not used.",
+        messages=resent,
         extra_body=session,
     )
     answer = raw.parse()
@@ -424,7 +427,10 @@ async def test_a_session_refuses_tools_an_unknown_chat_and_another_users_chat_as
     user: list[Any] = [{"role": "user", "content": "x"}]
     with pytest.raises(anthropic.BadRequestError) as caught:
         client.messages.create(
-            model="gpt-4o", max_tokens=10, messages=user, tools=[WEATHER],  # type: ignore[list-item]
+            model="gpt-4o",
+            max_tokens=10,
+            messages=user,
+            tools=[WEATHER],  # type: ignore[list-item]
             extra_body={"contextshift": {"chat_id": "whatever"}},
         )
     assert "tools cannot be sent" in caught.value.message
@@ -454,8 +460,9 @@ async def test_a_session_whose_provider_fails_is_the_sdks_error_streaming_or_not
     session = {"contextshift": {"chat_id": ids["chat"]}}
     service.fake.script(Error(500), Error(500))
     with pytest.raises(anthropic.APIStatusError) as caught:
-        client.messages.create(model="gpt-4o", max_tokens=10, messages=[{"role": "user", "content": "x"}],
-                               extra_body=session)
+        client.messages.create(
+            model="gpt-4o", max_tokens=10, messages=[{"role": "user", "content": "x"}], extra_body=session
+        )
     assert caught.value.status_code >= 500
     never_leaks(caught.value.message)
     tried = len(service.fake.requests)

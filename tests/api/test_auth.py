@@ -61,9 +61,7 @@ async def test_malformed_bodies_and_unknown_api_paths_are_refused_before_anythin
     assert (unknown.status_code, unknown.json()["error"]["code"]) == (401, "AUTH_REQUIRED")
 
 
-@pytest.mark.parametrize(
-    "header", ["Basic YWRtaW46YWRtaW4=", "Bearer", "Bearer two words", f"Token {ADMIN_TOKEN}"]
-)
+@pytest.mark.parametrize("header", ["Basic YWRtaW46YWRtaW4=", "Bearer", "Bearer two words", f"Token {ADMIN_TOKEN}"])
 async def test_an_authorization_header_that_is_not_a_bearer_token_is_invalid(service: Service, header: str) -> None:
     async with service.client() as anonymous:
         response = await anonymous.get("/api/v2/bots", headers={"Authorization": header})
@@ -165,7 +163,7 @@ async def test_a_deleted_users_tokens_stop_working(service: Service, other_user:
 
 
 async def test_tokens_are_listed_without_secrets_and_revoked_at_once(service: Service, other_user: Account) -> None:
-    made = (await other_user.http.post("/api/v2/tokens", json={"name": "laptop script"}))
+    made = await other_user.http.post("/api/v2/tokens", json={"name": "laptop script"})
     assert made.status_code == 201
     token, secret = made.json()["token"], made.json()["secret"]
     assert set(token) == {"id", "name", "created_at", "last_used_at", "context_strategy"}

@@ -324,9 +324,7 @@ async def test_the_openai_compatible_endpoint_calibrates_too(service: Service) -
     ids = await service.setup_chat(model="mystery-model", context_window=WINDOW)
     service.fake.count_as(chars_per_token=DENSE, window=WINDOW)
     client = openai.AsyncOpenAI(base_url=f"{service.url}/v1", api_key=service.token, max_retries=0)
-    messages: list[Any] = [
-        {"role": "user" if n % 2 == 0 else "assistant", "content": ordinary(n)} for n in range(120)
-    ]
+    messages: list[Any] = [{"role": "user" if n % 2 == 0 else "assistant", "content": ordinary(n)} for n in range(120)]
     rejected = 0
     for turn in range(4):
         try:

@@ -67,9 +67,7 @@ def assert_busy(response: httpx.Response, document: dict[str, Any], method: str,
     assert "Retry-After" in documented["headers"] and "`DATABASE_BUSY`" in documented["description"]
 
 
-def test_a_database_another_process_holds_answers_503_with_retry_after(
-    http: httpx.Client, database_file: Path
-) -> None:
+def test_a_database_another_process_holds_answers_503_with_retry_after(http: httpx.Client, database_file: Path) -> None:
     document = http.get("/openapi.json").json()
     assert http.post("/api/v2/bots", json={"name": "before"}).status_code == 201
     unused = http.post("/api/v2/tokens", json={"name": "never used"}).json()["secret"]

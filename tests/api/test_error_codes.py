@@ -293,7 +293,7 @@ def test_every_code_the_service_raises_is_documented_and_every_documented_code_i
 ) -> None:
     problems = [
         f"{code} is raised ({', '.join(r.where for r in sites[:3])}) but contextshift/api/error_codes.py does not "
-        f"list it: add `\"{code}\": ErrorCode({_status_hint(sites)}, \"<what it means>\"),` to ERROR_CODES (or, if "
+        f'list it: add `"{code}": ErrorCode({_status_hint(sites)}, "<what it means>"),` to ERROR_CODES (or, if '
         "it never reaches the error envelope, add it to NOT_IN_THE_ENVELOPE in tests/api/test_error_codes.py with "
         "the reason)"
         for code, sites in sorted(raised.items())
@@ -353,6 +353,7 @@ def test_no_route_raises_a_framework_http_exception(raised: dict[str, list[Raise
 
 def test_the_scan_sees_the_codes_of_each_kind_of_raise(raised: dict[str, list[Raised]]) -> None:
     """The reader itself: each way of raising a code is found, with its status."""
+
     def statuses(code: str) -> set[int | None]:
         return {r.status for r in raised[code]}
 

@@ -112,9 +112,7 @@ def test_a_client_generated_from_the_document_runs_a_whole_turn(
         assert audit.audit.status == models.AuditOutStatus.COMPLETED
         assert audit.audit.reply_message_id == reply.message.id
         assert [e.reason for e in audit.audit.entries][-1:] == ["protected"]
-        missing = op(client_package, "chats", "get_chat_api_v2_chats_chat_id_get").sync(
-            chat_id="0" * 32, client=client
-        )
+        missing = op(client_package, "chats", "get_chat_api_v2_chats_chat_id_get").sync(chat_id="0" * 32, client=client)
         assert isinstance(missing, models.ErrorEnvelope)
         assert missing.error.code is models.ErrorBodyCode.CHAT_NOT_FOUND  # the document's enum, as a typed enum
     assert len(fake_provider.requests) == 1

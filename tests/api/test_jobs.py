@@ -37,8 +37,10 @@ async def _half_full_turn(service: Service) -> str:
     """A chat past half its window after a turn: the turn queues a background pass."""
     ids = await service.setup_chat(context_window=4000, response_reserve=200)
     for n in range(20):
-        body = {"role": "user" if n % 2 == 0 else "assistant", "content": f"turn {n}: " + " ".join(
-            f"word{n}x{i}" for i in range(30))}
+        body = {
+            "role": "user" if n % 2 == 0 else "assistant",
+            "content": f"turn {n}: " + " ".join(f"word{n}x{i}" for i in range(30)),
+        }
         await service.post(f"/api/v2/chats/{ids['chat']}/messages", body)
     service.fake.script(Reply("Sure."))
     await service.post(f"/api/v2/chats/{ids['chat']}/generate", {"content": "go on", "stream": False}, 200)
@@ -90,7 +92,10 @@ async def test_health_reports_the_database_the_runner_and_the_instances_that_run
     runner = "procrastinate" if service.backend.name == "postgresql" else "local"
     only_queues = (await queueing.http.get("/healthz")).json()
     assert {k: only_queues[k] for k in ("status", "database_status", "role", "jobs")} == {
-        "status": "ok", "database_status": "ok", "role": "api", "jobs": runner
+        "status": "ok",
+        "database_status": "ok",
+        "role": "api",
+        "jobs": runner,
     }
     runs_jobs = (await service.http.get("/healthz")).json()
     assert (runs_jobs["role"], runs_jobs["jobs"]) == ("api+jobs", runner)

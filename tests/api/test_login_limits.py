@@ -22,7 +22,9 @@ async def test_a_client_whose_tokens_keep_failing_is_refused_for_a_while(
 ) -> None:
     caplog.set_level(logging.INFO, logger="contextshift.auth")
     app = create_app(
-        f"sqlite:///{tmp_path / 'limits.db'}", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN,
+        f"sqlite:///{tmp_path / 'limits.db'}",
+        client_options=CLIENT_OPTIONS,
+        admin_token=ADMIN_TOKEN,
         login_limit="3/minute",
     )
     with Server(app) as url:
@@ -54,8 +56,13 @@ def test_the_login_url_never_reaches_the_access_log(tmp_path: Path) -> None:
     access = logging.getLogger("uvicorn.access")
     # The record uvicorn's access logger makes for a request (its format and arguments).
     record = access.makeRecord(
-        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
-        ("127.0.0.1:5000", "GET", f"/?token={ADMIN_TOKEN}&x=1", "1.1", 303), None,
+        "uvicorn.access",
+        logging.INFO,
+        __file__,
+        1,
+        '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "GET", f"/?token={ADMIN_TOKEN}&x=1", "1.1", 303),
+        None,
     )
     assert all(f.filter(record) for f in access.filters)
     line = record.getMessage()
@@ -89,7 +96,9 @@ async def test_instances_sharing_a_redis_store_count_failed_sign_ins_together(tm
 async def test_per_process_counts_by_default_are_not_shared(tmp_path: Path) -> None:
     apps = [
         create_app(
-            f"sqlite:///{tmp_path / f'{name}.db'}", client_options=CLIENT_OPTIONS, admin_token=ADMIN_TOKEN,
+            f"sqlite:///{tmp_path / f'{name}.db'}",
+            client_options=CLIENT_OPTIONS,
+            admin_token=ADMIN_TOKEN,
             login_limit="2/minute",
         )
         for name in ("a", "b")

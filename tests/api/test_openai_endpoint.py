@@ -729,14 +729,17 @@ async def test_a_tokens_strategy_applies_before_the_models_and_after_the_request
 
     async def strategy_used(**extra: Any) -> str:
         raw = client.chat.completions.with_raw_response.create(
-            model="gpt-4o", messages=long_agent_conversation(30), **extra  # type: ignore[arg-type]
+            model="gpt-4o",
+            messages=long_agent_conversation(30),
+            **extra,  # type: ignore[arg-type]
         )
         return str((await audit(service, raw.headers["x-contextshift-audit"]))["context_strategy"])
 
     assert await strategy_used() == "recall"  # the token's, not the model's summarize
     assert await strategy_used(extra_body={"contextshift": {"strategy": "truncate"}}) == "truncate"
     raw = sync_client(service).chat.completions.with_raw_response.create(  # the admin's token names none
-        model="gpt-4o", messages=long_agent_conversation(30)  # type: ignore[arg-type]
+        model="gpt-4o",
+        messages=long_agent_conversation(30),  # type: ignore[arg-type]
     )
     assert (await audit(service, raw.headers["x-contextshift-audit"]))["context_strategy"] == "summarize"
 

@@ -197,7 +197,7 @@ async def test_no_route_lets_another_user_reach_an_owners_objects(service: Servi
 async def test_lists_show_only_the_callers_own(service: Service, other_user: Account) -> None:
     ids = await service.setup_chat()
     admin_lore = (await service.post("/api/v2/lorebooks", {"name": "admin lore"}))["lorebook"]["id"]
-    bob_bot = (await other_user.http.post("/api/v2/bots", json={"name": "bob's", "chat_model_id": ids["model"]}))
+    bob_bot = await other_user.http.post("/api/v2/bots", json={"name": "bob's", "chat_model_id": ids["model"]})
     assert bob_bot.status_code == 201, bob_bot.text
     bob_bot_id = bob_bot.json()["bot"]["id"]
     bob_chat = (await other_user.http.post("/api/v2/chats", json={"bot_id": bob_bot_id})).json()["chat"]["id"]

@@ -38,9 +38,7 @@ CAUSES: dict[str, tuple[Callable[[FakeProvider], str], str]] = {
 
 
 async def provider(service: Service, base_url: str, kind: str = "openai") -> str:
-    created = await service.post(
-        "/api/v2/providers", {"name": "p", "kind": kind, "base_url": base_url, "api_key": KEY}
-    )
+    created = await service.post("/api/v2/providers", {"name": "p", "kind": kind, "base_url": base_url, "api_key": KEY})
     return str(created["provider"]["id"])
 
 
@@ -72,9 +70,7 @@ async def test_an_anthropic_provider_is_tested_on_its_v1_models_with_its_own_hea
 
 
 @pytest.mark.parametrize("cause", list(CAUSES))
-async def test_each_failure_cause_has_its_own_code_and_words_and_no_upstream_text(
-    service: Service, cause: str
-) -> None:
+async def test_each_failure_cause_has_its_own_code_and_words_and_no_upstream_text(service: Service, cause: str) -> None:
     url_of, code = CAUSES[cause]
     if cause == "wrong-key":
         service.fake.expected_api_key = "sk-another-key"
@@ -160,9 +156,7 @@ async def test_a_model_list_that_fails_answers_the_cause_in_the_envelope(
     assert SECRET not in response.text and KEY not in response.text
 
 
-async def test_only_admins_test_providers_and_unknown_ones_are_not_found(
-    service: Service, other_user: Account
-) -> None:
+async def test_only_admins_test_providers_and_unknown_ones_are_not_found(service: Service, other_user: Account) -> None:
     provider_id = await provider(service, service.fake.base_url)
     for method, path, body in (
         ("POST", f"/api/v2/providers/{provider_id}/test", {}),
@@ -188,9 +182,7 @@ async def test_a_failed_turn_keeps_the_causes_own_code_with_the_input(service: S
         service.fake.script(Error(503), Error(503))
         base_url = service.fake.base_url
     await service.http.patch(f"/api/v2/providers/{ids['provider']}", json={"base_url": base_url, "api_key": KEY})
-    response = await service.http.post(
-        f"/api/v2/chats/{ids['chat']}/generate", json={"content": "hi", "stream": False}
-    )
+    response = await service.http.post(f"/api/v2/chats/{ids['chat']}/generate", json={"content": "hi", "stream": False})
     assert response.status_code == 502 and response.json()["error"]["code"] == code
     assert SECRET not in response.text
     [kept] = (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"]

@@ -106,7 +106,6 @@ async def test_the_provider_hosts_setting_restricts_where_providers_point(
     assert names == ["a"]
 
 
-
 async def test_a_provider_saved_before_the_hosts_setting_narrowed_is_refused_before_its_key_leaves(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -118,11 +118,11 @@ TOOLS_GOOD = (
 
 ROLEPLAY = [
     "*The tavern door creaks open.* Kaelen, the half-elf ranger, shakes snow from her cloak and looks for Brom.",
-    "Brom the innkeeper waves from behind the bar. \"Kaelen! The caravan to Highmere left without you. Three "
-    "days ago. Captain Ysolde said you owed her 40 gold.\"",
-    "\"Forty? It was twenty, and she knows it.\" Kaelen sits and asks about the road north to Highmere.",
-    "Brom lowers his voice. \"Wolves on the Pale Road, and worse. The Ashen Circle took the bridge at Varn "
-    "Ford. If you go, take the old mine path past Greyholt.\"",
+    'Brom the innkeeper waves from behind the bar. "Kaelen! The caravan to Highmere left without you. Three '
+    'days ago. Captain Ysolde said you owed her 40 gold."',
+    '"Forty? It was twenty, and she knows it." Kaelen sits and asks about the road north to Highmere.',
+    'Brom lowers his voice. "Wolves on the Pale Road, and worse. The Ashen Circle took the bridge at Varn '
+    'Ford. If you go, take the old mine path past Greyholt."',
     "Kaelen buys supplies for 12 silver and asks Brom to send word to her brother Tavin in Highmere.",
     "Brom agrees and hands her a sealed letter for Tavin, warning that the mine path floods after midnight.",
 ]

@@ -41,9 +41,7 @@ def test_dicts_and_messages_shift_identically(s: Scenario, exact: bool) -> None:
     counter: Any = GPT4O if exact else approx_tokens
     as_dicts = attempt(lambda: shift_context(copy.deepcopy(s.dicts), counter, s.budget, per_message_overhead=OVERHEAD))
     as_objects = attempt(
-        lambda: shift_context(
-            [Message.from_dict(d) for d in s.dicts], counter, s.budget, per_message_overhead=OVERHEAD
-        )
+        lambda: shift_context([Message.from_dict(d) for d in s.dicts], counter, s.budget, per_message_overhead=OVERHEAD)
     )
     _same(as_dicts, as_objects)
 
@@ -152,8 +150,15 @@ def test_a_shift_of_dicts_builds_only_the_messages_it_counts() -> None:
         dicts.append({"role": "user", "content": f"question {turn} " * 5})
         if turn % 7 == 0:
             call_id = f"call_{turn}"
-            dicts.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": call_id, "type": "function", "function": {"name": "look", "arguments": "{}"}}]})
+            dicts.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": call_id, "type": "function", "function": {"name": "look", "arguments": "{}"}}
+                    ],
+                }
+            )
             dicts.append({"role": "tool", "tool_call_id": call_id, "content": "found " * 10})
         dicts.append({"role": "assistant", "content": f"answer {turn} " * 8})
     prompt = Prompt(copy.deepcopy(dicts), lambda text: len(text) // 4, lazy=True)

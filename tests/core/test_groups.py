@@ -102,13 +102,22 @@ def test_a_prompts_owner_map_is_built_once_and_names_each_positions_group() -> N
     # quadratic (411 ms at 10k messages). Built once, the same list answers every time.
     from contextshift.core.shifting import Prompt
 
-    raw = [{"id": "s", "role": "system", "content": "x"}, call("a", "c1", "c2"), result("r1", "c1"),
-           {"id": "u", "role": "user", "content": "y"}, result("r2", "c2")]
+    raw = [
+        {"id": "s", "role": "system", "content": "x"},
+        call("a", "c1", "c2"),
+        result("r1", "c1"),
+        {"id": "u", "role": "user", "content": "y"},
+        result("r2", "c2"),
+    ]
     prompt = Prompt(raw, lambda s: len(s))
     owner = prompt.owner
     assert prompt.owner is owner
     assert [[prompt.ids[p] for p in prompt.groups[owner[p]].members] for p in range(len(raw))] == [
-        ["s"], ["a", "r1", "r2"], ["a", "r1", "r2"], ["u"], ["a", "r1", "r2"]
+        ["s"],
+        ["a", "r1", "r2"],
+        ["a", "r1", "r2"],
+        ["u"],
+        ["a", "r1", "r2"],
     ]
 
 

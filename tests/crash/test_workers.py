@@ -136,7 +136,10 @@ async def test_turns_on_two_api_instances_queue_compaction_that_workers_run_once
 
             health = (await a.get("/healthz")).json()
             assert (health["status"], health["database_status"], health["role"], health["jobs"]) == (
-                "ok", "ok", "api", "procrastinate"
+                "ok",
+                "ok",
+                "api",
+                "procrastinate",
             )
             assert health["workers"] == []
 
@@ -179,14 +182,17 @@ async def test_turns_on_two_api_instances_queue_compaction_that_workers_run_once
             (job,) = _of_chat(await _jobs(a, "succeeded"), chat_c)
             interrupted, *busy = job["errors"]
             assert (interrupted["attempt"], interrupted["status"], interrupted["error_code"]) == (
-                1, "interrupted", "JOB_INTERRUPTED"
+                1,
+                "interrupted",
+                "JOB_INTERRUPTED",
             )
             # The rescued attempt may find the dead worker's chat lease not yet freed: it then waits its backoff.
             assert all(e["error_code"] == "JOB_CHAT_BUSY" for e in busy), f"{job}\n{successor.text()}"
             assert job["attempts"] == 2 + len(busy)
             ok_lines = [
-                line for line in successor.events("job_ok") if line["task"] == "compaction.pass"
-                and line["job_id"] == job["id"]
+                line
+                for line in successor.events("job_ok")
+                if line["task"] == "compaction.pass" and line["job_id"] == job["id"]
             ]
             assert len(ok_lines) == 1
             assert worker.events("job_started")[-1]["job_id"] == job["id"]  # the killed worker had started it
@@ -220,7 +226,7 @@ async def test_sigterm_lets_a_worker_finish_its_pass_and_then_it_stops(
             assert worker.process.returncode == 0
             worker.process = None
             events = [line["event"] for line in worker.lines() if line.get("event")]
-            assert events[events.index("worker_stopping"):] == ["worker_stopping", "job_ok", "worker_stopped"]
+            assert events[events.index("worker_stopping") :] == ["worker_stopping", "job_ok", "worker_stopped"]
             logs = await _logs(http, chat_id)
             assert [(e["trigger"], e["status"]) for e in logs] == [("background", "ok")]
             assert _of_chat(await _jobs(http, "queued", "running", "failed"), chat_id) == []

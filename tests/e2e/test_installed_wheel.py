@@ -59,9 +59,10 @@ def installed_service(tmp_path: Path) -> Iterator[str]:
     port = _free_port()
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    env = {
-        key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")
-    } | {"CONTEXTSHIFT_DATA_DIR": str(tmp_path / "data"), "CONTEXTSHIFT_ADMIN_TOKEN": ADMIN_TOKEN}
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")} | {
+        "CONTEXTSHIFT_DATA_DIR": str(tmp_path / "data"),
+        "CONTEXTSHIFT_ADMIN_TOKEN": ADMIN_TOKEN,
+    }
     log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
         [INSTALLED_BIN, "serve", "--port", str(port), "--database", f"sqlite:///{tmp_path / 'data' / 'cs.db'}"],

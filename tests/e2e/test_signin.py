@@ -92,7 +92,7 @@ def test_a_cross_site_form_post_is_refused(browser: Any, app: App, evil_site: st
         page = context.new_page()
         page.goto(f"/?token={app.token}")  # signed in: the attack rides on the session
         answers: list[int] = []
-        posted = (lambda r: r.request.method == "POST" and r.url.endswith("/api/v2/bots"))  # noqa: E731
+        posted = lambda r: r.request.method == "POST" and r.url.endswith("/api/v2/bots")  # noqa: E731
         page.on("response", lambda r: answers.append(r.status) if posted(r) else None)
         with page.expect_navigation(url=f"{app.url}/api/v2/bots"):
             page.goto(evil_site)

@@ -153,7 +153,9 @@ async def test_a_refusal_of_the_service_is_not_retried(db: Database) -> None:
         await runner.enqueue(job_def, {})
         (job,) = await ended(runner, "test.refused")
     assert (job.status, job.attempts, [e.error_code for e in job.errors]) == (
-        "failed", 1, ["PROVIDER_HOST_NOT_ALLOWED"]
+        "failed",
+        1,
+        ["PROVIDER_HOST_NOT_ALLOWED"],
     )
 
 
@@ -295,13 +297,17 @@ async def test_a_job_whose_worker_stopped_beating_is_queued_again_or_ended_after
         async with db.session() as session:  # what a kill -9 leaves: jobs "doing" for a worker gone silent
             dead = (
                 await session.execute(
-                    text("INSERT INTO procrastinate_workers (last_heartbeat) VALUES (now() - interval '1 hour') "
-                         "RETURNING id")
+                    text(
+                        "INSERT INTO procrastinate_workers (last_heartbeat) VALUES (now() - interval '1 hour') "
+                        "RETURNING id"
+                    )
                 )
             ).scalar_one()
             await session.execute(
-                text("UPDATE procrastinate_jobs SET status = 'doing', worker_id = :dead, "
-                     "attempts = CASE WHEN args->>'key' = 'c2' THEN 2 ELSE 0 END"),
+                text(
+                    "UPDATE procrastinate_jobs SET status = 'doing', worker_id = :dead, "
+                    "attempts = CASE WHEN args->>'key' = 'c2' THEN 2 ELSE 0 END"
+                ),
                 {"dead": dead},
             )
         assert await runner.rescue() == 2
@@ -356,8 +362,10 @@ async def test_the_engine_keeps_an_ended_periodic_job_its_schedule_still_names(d
         (ended_job,) = await ended(runner, "test.periodic")
         async with db.session() as session:  # what the engine's periodic deferrer keeps: its latest defer
             await session.execute(
-                text("INSERT INTO procrastinate_periodic_defers (task_name, periodic_id, defer_timestamp, job_id) "
-                     "VALUES ('test.periodic', '', 1, :job)"),
+                text(
+                    "INSERT INTO procrastinate_periodic_defers (task_name, periodic_id, defer_timestamp, job_id) "
+                    "VALUES ('test.periodic', '', 1, :job)"
+                ),
                 {"job": int(ended_job.id)},
             )
         await runner.enqueue(JOBS_CLEANUP, {})

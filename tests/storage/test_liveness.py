@@ -46,9 +46,7 @@ async def _work_of(db: Database, instance_id: str, seeded: Seeded) -> tuple[str,
 async def _stop_heartbeat_of(db: Database, instance_id: str) -> None:
     async with db.session() as session:
         await session.execute(
-            update(InstanceRow)
-            .where(InstanceRow.id == instance_id)
-            .values(heartbeat_at=utcnow() - timedelta(hours=1))
+            update(InstanceRow).where(InstanceRow.id == instance_id).values(heartbeat_at=utcnow() - timedelta(hours=1))
         )
 
 

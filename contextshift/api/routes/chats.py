@@ -204,9 +204,7 @@ async def patch_message(
     return {"message": views.message(row)}
 
 
-@router.post(
-    "/chats/{chat_id}/messages/{message_id}/rewind", response_model=Rewound, responses=error_responses(404)
-)
+@router.post("/chats/{chat_id}/messages/{message_id}/rewind", response_model=Rewound, responses=error_responses(404))
 async def rewind_chat(chat_id: str, message_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
     """Rewind the chat to this message: every later message is deleted (to answer an edited message again, with
     ``retry_of`` on a turn). The message itself stays."""

@@ -31,9 +31,7 @@ class ChatRepository:
         bot = await self.session.get(BotRow, bot_id)
         if bot is None:
             raise NotFound("bot", bot_id)
-        row = ChatRow(
-            bot_id=bot_id, owner_id=bot.owner_id, type=chat_type, title=title, history_version=0, last_seq=0
-        )
+        row = ChatRow(bot_id=bot_id, owner_id=bot.owner_id, type=chat_type, title=title, history_version=0, last_seq=0)
         self.session.add(row)
         await self.session.flush()
         return row

@@ -40,6 +40,7 @@ def _timeout_seconds(field: str, value: Any) -> int:
         raise InvalidValue(field, f"must be at most {MAX_TIMEOUT_SECONDS}")
     return seconds
 
+
 def _base_url(field: str, value: Any) -> str:
     url = text_value(field, value, required=True).strip()
     if not url.lower().startswith(("http://", "https://")):

@@ -209,8 +209,10 @@ class TokenRepository:
         await self.session.execute(statement)
 
     async def count_for(self, user_id: str, kind: str = "api") -> int:
-        query = select(func.count()).select_from(ApiTokenRow).where(
-            ApiTokenRow.user_id == user_id, ApiTokenRow.kind == kind
+        query = (
+            select(func.count())
+            .select_from(ApiTokenRow)
+            .where(ApiTokenRow.user_id == user_id, ApiTokenRow.kind == kind)
         )
         return int(await self.session.scalar(query) or 0)
 

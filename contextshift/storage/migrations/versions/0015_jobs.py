@@ -82,9 +82,7 @@ def upgrade() -> None:
         sa.Column("started_at", TS, nullable=False),
         sa.Column("finished_at", TS, nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_job_attempts"),
-        sa.CheckConstraint(
-            _one_of("status", ("running", "ok", "error", "interrupted")), name="ck_job_attempts_status"
-        ),
+        sa.CheckConstraint(_one_of("status", ("running", "ok", "error", "interrupted")), name="ck_job_attempts_status"),
     )
     op.create_index("ix_job_attempts_runner_job_id", "job_attempts", ["runner", "job_id"])
     op.create_index("ix_job_attempts_started_at", "job_attempts", ["started_at"])
@@ -140,8 +138,12 @@ def downgrade() -> None:
     op.drop_table("job_attempts")
     op.drop_table("jobs")
     if connection.dialect.name == "postgresql":
-        for table in ("procrastinate_events", "procrastinate_periodic_defers", "procrastinate_jobs",
-                      "procrastinate_workers"):
+        for table in (
+            "procrastinate_events",
+            "procrastinate_periodic_defers",
+            "procrastinate_jobs",
+            "procrastinate_workers",
+        ):
             connection.execute(sa.text(f"DROP TABLE IF EXISTS {table} CASCADE"))
         functions = connection.execute(
             sa.text(
