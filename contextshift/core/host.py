@@ -25,6 +25,7 @@ from .shifting import (
     check_budget,
     shift_prompt,
 )
+from .standing import active_standing, protect_standing, restore_standing
 from .strategies import BUILTIN_STRATEGIES, ContextStrategyRegistry, truncate
 from .timeouts import PluginFailed as StrategyFailed
 from .timeouts import call_with_timeout
@@ -310,6 +311,7 @@ def shift_with_strategy(
     timeout: float = DEFAULT_TIMEOUT,
     per_message_overhead: int = 4,
     embedder: Embedder | None = None,
+    standing: bool = False,
 ) -> ShiftResult:
     """Shift ``messages`` with the named strategy under the host's guarantees (G1, G6).
 
@@ -330,6 +332,9 @@ def shift_with_strategy(
         per_message_overhead: framing tokens per message for a plain callable counter.
         embedder: a sentence-embedding model for ``recall`` and ``vector-recall`` (e.g.
             ``contextshift.embeddings.load_embedder("minilm")``, the ``embeddings`` extra); None: BM25 alone.
+        standing: keep the user's standing instructions (G4b, :mod:`contextshift.core.standing`): they are
+            protected for this shift, newest first within ``STANDING_SHARE`` of the budget, in their places,
+            with the reason ``standing``; the result holds the messages as given.
 
     Returns:
         A frozen :class:`~contextshift.core.shifting.ShiftResult` whose ``strategy`` names what really ran.
@@ -342,6 +347,11 @@ def shift_with_strategy(
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ValueError("timeout must be a positive number of seconds")
     prompt = Prompt(messages, count_tokens, per_message_overhead)
+    given = prompt.messages
+    protection = None
+    if standing:
+        protection = protect_standing(given, active_standing(given), count_tokens, budget, per_message_overhead)
+        prompt = Prompt(protection.messages, count_tokens, per_message_overhead)
     manual_ids = frozenset(manual_excluded_ids or ())
     registry = default_registry if registry is None else registry
     request = StrategyRequest(
@@ -353,34 +363,37 @@ def shift_with_strategy(
         embedder=embedder,
     )
     try:
-        chosen = registry.get(strategy)
+        found = registry.get(strategy)
     except UnknownStrategy:
-        return _fallback(request, f'context strategy "{strategy}" is not registered; safe truncation used instead')
-    trusted = BUILTIN_STRATEGIES.get(strategy) is chosen
+        return restore_standing(
+            _fallback(request, f'context strategy "{strategy}" is not registered; safe truncation used instead'),
+            protection,
+            given,
+        )
+    trusted = BUILTIN_STRATEGIES.get(strategy) is found
     try:
         if trusted:
-            result = chosen(request)
+            result = found(request)
         else:
             private = replace(request, messages=copy.deepcopy(request.messages))
-            result = _run(chosen, private, float(timeout))
+            result = _run(found, private, float(timeout))
         review = _reconcile(prompt, strategy, result, _validate(prompt, result))
         outcome = _finish(prompt, review, budget, count_tokens, per_message_overhead)
     except TokenBudgetExceeded:
         raise
     except _ProtectedRemoved as error:
-        return _fallback(
-            request,
-            f'context strategy "{strategy}" rejected: {error}; safe truncation used instead',
-        )
+        outcome = _fallback(request, f'context strategy "{strategy}" rejected: {error}; safe truncation used instead')
     except StrategyFailed as error:
-        return _fallback(request, f'context strategy "{strategy}" failed ({error}); safe truncation used instead')
+        outcome = _fallback(request, f'context strategy "{strategy}" failed ({error}); safe truncation used instead')
     except Exception as error:  # anything else the plugin's result breaks in the review is its failure too
-        return _fallback(
+        outcome = _fallback(
             request,
             f'context strategy "{strategy}" returned an unusable result ({type(error).__name__}); '
             "safe truncation used instead",
         )
-    return replace(outcome, diagnostics=[f'context strategy "{strategy}" applied', *outcome.diagnostics])
+    else:
+        outcome = replace(outcome, diagnostics=[f'context strategy "{strategy}" applied', *outcome.diagnostics])
+    return restore_standing(outcome, protection, given)
 
 
 def _fallback(request: StrategyRequest, note: str) -> ShiftResult:

@@ -40,6 +40,8 @@ LOW_RELEVANCE: Final = "low-relevance"
 PLUGIN_REJECTED: Final = "plugin-rejected"
 #: Kept: excluded history that ``recall`` brought back because the current input needs it (G4a).
 RECALLED: Final = "recalled"
+#: Kept: a standing instruction of the user's, protected within its share of the budget (G4b).
+STANDING: Final = "standing"
 #: Audit only: a block that is switched off (a disabled lorebook entry).
 DISABLED: Final = "disabled"
 #: Audit only: a block with nothing in it.
@@ -48,9 +50,21 @@ EMPTY: Final = "empty"
 INTERCEPTOR: Final = "interceptor"
 #: Audit only: the last shift after the interceptors removed it (P2).
 FINAL_BUDGET: Final = "final-budget"
+#: Audit only: a keyed lorebook entry whose keys did not match the scan text (P3).
+NOT_TRIGGERED: Final = "not-triggered"
+#: Audit only: an active lorebook or memory block left out because those blocks filled their share (P3, P4).
+LORE_BUDGET: Final = "lore-budget"
 
 ShiftReason: TypeAlias = Literal[
-    "protected", "fit", "context-shift", "manual", "summarized", "low-relevance", "plugin-rejected", "recalled"
+    "protected",
+    "fit",
+    "context-shift",
+    "manual",
+    "summarized",
+    "low-relevance",
+    "plugin-rejected",
+    "recalled",
+    "standing",
 ]
 #: The reasons a :class:`~contextshift.core.shifting.ShiftResult` may give.
 REASONS: Final[frozenset[str]] = frozenset(get_args(ShiftReason))
@@ -64,10 +78,13 @@ AuditReason: TypeAlias = Literal[
     "low-relevance",
     "plugin-rejected",
     "recalled",
+    "standing",
     "disabled",
     "empty",
     "interceptor",
     "final-budget",
+    "not-triggered",
+    "lore-budget",
 ]
 #: The reasons an audit entry may give: a shift's, and the pipeline's own.
 AUDIT_REASONS: Final[frozenset[str]] = frozenset(get_args(AuditReason))
@@ -108,8 +125,10 @@ __all__ = [
     "FINAL_BUDGET",
     "FIT",
     "INTERCEPTOR",
+    "LORE_BUDGET",
     "LOW_RELEVANCE",
     "MANUAL",
+    "NOT_TRIGGERED",
     "OPENAI_KINDS",
     "PLUGIN_REJECTED",
     "PROTECTED",
@@ -119,6 +138,7 @@ __all__ = [
     "RECALLED",
     "ROLES",
     "SOURCES",
+    "STANDING",
     "SUMMARIZED",
     "SUMMARY_HEADER",
     "AuditReason",
