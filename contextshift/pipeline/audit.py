@@ -1,7 +1,9 @@
 """Audit entries (A2): every prompt block in its actual order, with tokens and a stable reason.
 
-Included blocks say ``protected``, ``fit`` or ``recalled`` (excluded history that the ``recall`` strategy
-brought back). Left-out blocks say why: ``disabled``, ``empty``,
+Included blocks say ``protected``, ``fit``, ``recalled`` (excluded history that the ``recall`` strategy
+brought back) or ``standing`` (a standing instruction of the user's, G4b). Left-out blocks say why:
+``disabled``, ``not-triggered`` (a keyed lorebook entry whose keys did not match), ``lore-budget`` (lorebook
+and memory blocks filled their share of the budget), ``empty``,
 ``low-relevance`` (before counting, or dropped by ``vector-recall``), ``manual``, ``context-shift``,
 ``summarized`` (and the summary block names what it stands for), ``plugin-rejected``, ``interceptor``
 (an interceptor removed it) or ``final-budget`` (the last shift after the interceptors).
@@ -16,7 +18,7 @@ from typing import Any
 from ..core.messages import Message
 from ..core.shifting import ShiftResult
 from ..core.tokens import TokenizerProfile, message_costs
-from ..core.vocabulary import CONTEXT_SHIFT, FINAL_BUDGET, FIT, INTERCEPTOR, MANUAL, PROTECTED, RECALLED
+from ..core.vocabulary import CONTEXT_SHIFT, FINAL_BUDGET, FIT, INTERCEPTOR, MANUAL, PROTECTED, RECALLED, STANDING
 from .assemble import Assembly
 
 MAX_ENTRIES = 500
@@ -83,6 +85,8 @@ def build_entries(
     costs: Mapping[str, int],
     manual: set[str],
     shifted: ShiftResult,
+    dropped: Mapping[str, str] | None = None,
+    standing: set[str] | None = None,
     intercepted_removed: set[str],
     added: set[str],
     final_removed: set[str],
@@ -103,8 +107,12 @@ def build_entries(
         tokens = costs.get(message.id, 0)
         if message.id in manual:
             reason, included = MANUAL, False
+        elif dropped and message.id in dropped:
+            reason, included = dropped[message.id], False
         elif message.id in final_ids:
-            if message.protected:
+            if standing and message.id in standing:
+                reason = STANDING
+            elif message.protected:
                 reason = PROTECTED
             else:  # history ``recall`` brought back says so (G4a)
                 reason = RECALLED if shifted.reasons.get(message.id) == RECALLED else FIT

@@ -3,7 +3,8 @@
 A keyed entry activates when one of its keys appears, case-insensitively and as a whole word, in the scan
 text (the current input and the last ``scan_depth`` history messages). An entry with secondary keys also
 needs one of those. Its relevance is the share of its primary keys that matched. A ``constant`` entry is
-always active, relevance 1, and mandatory: the pipeline pins it.
+always active, relevance 1, and mandatory: the pipeline pins it. A switched-off entry is ``disabled``; a keyed
+entry whose keys did not match is ``not-triggered`` (nothing is wrong with it; the scan text did not name it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from ..core.vocabulary import DISABLED, EMPTY, FIT
+from ..core.vocabulary import DISABLED, EMPTY, FIT, NOT_TRIGGERED
 
 Position = Literal["before", "after", "depth"]
 POSITIONS: frozenset[str] = frozenset({"before", "after", "depth"})
@@ -35,7 +36,8 @@ class LoreEntry:
 
 @dataclass(frozen=True, slots=True)
 class Activation:
-    """One entry's verdict: active (with relevance) or the reason it is not (``disabled``, ``empty``)."""
+    """One entry's verdict: active (with relevance) or the reason it is not (``disabled``, ``empty``,
+    ``not-triggered``)."""
 
     entry: LoreEntry
     active: bool
@@ -70,5 +72,5 @@ def activate(entries: Sequence[LoreEntry], scan_text: str) -> list[Activation]:
             if matched and secondary_ok:
                 verdicts.append(Activation(entry, True, round(len(matched) / len(keys), 6), matched=matched))
             else:
-                verdicts.append(Activation(entry, False, 0.0, DISABLED))
+                verdicts.append(Activation(entry, False, 0.0, NOT_TRIGGERED))
     return verdicts

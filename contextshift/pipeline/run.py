@@ -3,6 +3,16 @@
 persona/character → lorebook → memory → template (assembly) → tokenizer → shifting (with the bot's strategy,
 under the host) → interceptors → final shifting → provider serialization, with the budget checked once more
 on the exact serialized request. Pure: no I/O; the caller loads the data and sends the result.
+
+Before shifting, two kinds of block get a share of the budget of their own, so that old history leaves first:
+
+* the user's standing instructions (G4b): protected, newest first, within ``STANDING_SHARE`` (10%) of the
+  budget; the audit says ``standing``;
+* activated lorebook entries and retrieved memories (P3, P4; like SillyTavern's World Info budget): the most
+  relevant first (then prompt order) are protected within :data:`LORE_SHARE` (25%) of the budget, and the
+  rest leave before the shift with the reason ``lore-budget``. Constant entries are protected anyway.
+
+Both shares are capped by what the protected context leaves, so they never make a fitting prompt fail.
 """
 
 from __future__ import annotations
@@ -16,9 +26,10 @@ from ..core.errors import TokenBudgetExceeded
 from ..core.host import shift_with_strategy
 from ..core.messages import Message
 from ..core.shifting import Prompt, ShiftResult, shift_prompt
+from ..core.standing import STANDING_KEY, active_standing, protect_standing, protect_within, protected_tokens
 from ..core.strategies import ContextStrategyRegistry, manual_removals
 from ..core.tokens import TokenizerProfile, message_costs
-from ..core.vocabulary import FINAL_BUDGET
+from ..core.vocabulary import FINAL_BUDGET, LORE_BUDGET
 from ..core.wire import to_openai_messages
 from .assemble import Assembly, Sources, assemble
 from .audit import AuditEntry, build_entries
@@ -27,6 +38,9 @@ from .template import parse_template
 
 Serializer = Callable[[list[Message]], dict[str, Any]]
 MAX_SERIALIZATION_PASSES = 3
+#: The share of the budget activated lorebook entries and retrieved memories may take (SillyTavern's World
+#: Info budget defaults to 25% of the context too): within it they are kept before any history.
+LORE_SHARE = 0.25
 
 
 class PromptBudgetExceeded(TokenBudgetExceeded):
@@ -90,6 +104,9 @@ class PipelineRequest:
     strategy_timeout: float = 15.0
     #: relevance by meaning for ``recall`` and ``vector-recall`` (the ``embeddings`` extra), or None
     embedder: Embedder | None = None
+    #: Standing instructions (G4b): ``detect`` reads the history's user messages; ``flagged`` takes only those
+    #: whose ``meta.standing`` is true (the service decided when it stored them); ``off`` keeps none.
+    standing: str = "detect"
 
 
 @dataclass(slots=True)
@@ -153,6 +170,33 @@ def _final_shift(messages: list[Message], added: set[str], profile: TokenizerPro
     return [prompt.messages[p].id for p in outcome.removed]
 
 
+def _standing_ids(messages: list[Message], mode: str) -> list[str]:
+    if mode == "off":
+        return []
+    history = [m for m in messages if m.source in (None, "history")]
+    if mode == "flagged":
+        history = [m for m in history if m.meta.get(STANDING_KEY) is True]
+    return active_standing(history)
+
+
+def _shares(
+    messages: list[Message], request: PipelineRequest, budget: int
+) -> tuple[list[Message], list[str], list[str]]:
+    """The prompt with standing instructions and then lore and memory protected within their shares; the
+    standing ids protected and the lore or memory ids left out over their share."""
+    profile = request.profile
+    protection = protect_standing(messages, _standing_ids(messages, request.standing), profile, budget)
+    messages = protection.messages
+    blocks = [(p, m) for p, m in enumerate(messages) if m.source in ("lorebook", "memory") and not m.protected]
+    if not blocks:
+        return messages, protection.chosen, []
+    ranked = [m.id for _, m in sorted(blocks, key=lambda item: (-(item[1].relevance or 0.0), item[0]))]
+    room = budget - protected_tokens(messages, profile)
+    lore = protect_within(messages, ranked, profile, max(0, min(int(budget * LORE_SHARE), room)))
+    gone = set(lore.left_out)
+    return [m for m in lore.messages if m.id not in gone], protection.chosen, lore.left_out
+
+
 def run_pipeline(request: PipelineRequest) -> PipelineResult:
     """Build the prompt for one turn (or its preview). Raises :class:`PromptBudgetExceeded`."""
     reserve = max(request.response_reserve, request.max_tokens or 0)
@@ -175,6 +219,9 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
     manual, manual_notes = manual_removals(counted)
     diagnostics.extend(manual_notes)
     candidates = [m for p, m in enumerate(counted.messages) if p not in manual]
+    candidates, standing_ids, over_share = _shares(candidates, request, budget)
+    for message_id in over_share:
+        diagnostics.append(f'"{message_id}" left out: lorebook and memory blocks filled their share of the budget')
     try:
         shifted: ShiftResult = shift_with_strategy(
             candidates,
@@ -228,6 +275,8 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
         assembly=assembly,
         costs=dict(zip((m.id for m in assembly.messages), costs, strict=True)),
         manual={counted.messages[p].id for p in manual},
+        dropped=dict.fromkeys(over_share, LORE_BUDGET),
+        standing=set(standing_ids),
         shifted=shifted,
         intercepted_removed=intercepted.removed,
         added=intercepted.added,
@@ -245,7 +294,7 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
         context_strategy=shifted.strategy,
         diagnostics=diagnostics,
         max_tokens=reserve,
-        excluded_count=len(manual) + len(shifted.excluded) + len(final_removed),
+        excluded_count=len(manual) + len(over_share) + len(shifted.excluded) + len(final_removed),
         summarized=[
             {
                 "id": t.replacement.id,

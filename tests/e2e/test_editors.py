@@ -210,7 +210,7 @@ def test_a_lorebooks_entries_are_edited_and_one_is_sent_when_its_key_appears(pag
     lore = _lore_in_preview(page, ids["chat"], "Tell me about Vermax.")
     expect(lore.filter(has_text="green dragon")).to_have_class("entry in")
     expect(lore.filter(has_text="Magic is rare")).to_have_attribute("data-reason", "protected")
-    expect(lore.filter(has_text="castle gates")).to_have_attribute("data-reason", "disabled")
+    expect(lore.filter(has_text="castle gates")).to_have_attribute("data-reason", "not-triggered")
 
     # Edit entry 2's keys, secondary keys, order and position (depth) and turn it constant and back.
     page.goto("/#/bots")
@@ -275,7 +275,7 @@ def test_a_lorebooks_entries_are_edited_and_one_is_sent_when_its_key_appears(pag
     lore = _lore_in_preview(page, ids["chat"], "When does the gate close?")
     expect(lore.filter(has_text="castle gates")).to_have_attribute("data-reason", "fit")
     expect(lore.filter(has_text="castle gates")).to_have_class("entry in")
-    expect(lore.filter(has_text="green dragon")).to_have_attribute("data-reason", "disabled")
+    expect(lore.filter(has_text="green dragon")).to_have_attribute("data-reason", "not-triggered")
     expect(lore.filter(has_text="Magic is rare")).to_have_attribute("data-reason", "disabled")
 
     # Remove entry 1: the entry that took its place gets the focus.

@@ -214,7 +214,7 @@ def test_audit_entries_show_skipped_blocks_with_their_reasons_in_template_order(
         ("template.style", True, "fit"),
         ("lore.door", True, "fit"),
         ("lore.off", False, "disabled"),
-        ("lore.sea", False, "disabled"),
+        ("lore.sea", False, "not-triggered"),
         ("core.current-input", True, "protected"),
     ]
     door = next(e for e in result.entries if e.identifier == "lore.door")
