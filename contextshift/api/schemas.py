@@ -496,6 +496,9 @@ class MessageCreate(Strict):
 
 class MessagePatch(Strict):
     pinned: bool | None = None
+    standing: bool | None = Field(
+        default=None, description="false dismisses a standing instruction (kept in every prompt); true marks one"
+    )
     meta: Meta | None = None
     content: Text | None = Field(
         default=None, min_length=1, max_length=2_000_000, description="New text of a user message (edit)"
@@ -515,6 +518,9 @@ class MessageOut(BaseModel):
     tool_calls: list[dict[str, Any]] | None
     tool_call_id: str | None
     pinned: bool
+    standing: bool = Field(
+        default=False, description="A standing instruction of the user's: kept in every prompt, never summarized"
+    )
     meta: dict[str, Any]
     workspace: str | None
     summarized_by: str | None = Field(default=None, description="The summary that stands for it in prompts")

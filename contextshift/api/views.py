@@ -136,6 +136,7 @@ def message(row: MessageRow) -> s.MessageOut:
         tool_calls=row.tool_calls,
         tool_call_id=row.tool_call_id,
         pinned=row.pinned,
+        standing=row.standing,
         meta=dict(row.meta or {}),
         workspace=row.workspace,
         summarized_by=row.summary_id,

@@ -394,7 +394,11 @@ class Compactor:
                 return None
             try:
                 prompt = await asyncio.to_thread(
-                    build_prompt, selection.fold, budget_tokens=budget, count=summarizer_profile.count
+                    build_prompt,
+                    selection.fold,
+                    budget_tokens=budget,
+                    count=summarizer_profile.count,
+                    standing=selection.standing,
                 )
             except SummarizerInputTooLarge:
                 return PassResult(error_code="COMPACTION_INPUT_TOO_LARGE")  # C9: before any model call

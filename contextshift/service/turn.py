@@ -205,6 +205,9 @@ async def load_turn(
         if bot.context_strategy == RECALL and window.has_more:  # G4a: older history the input asks about
             found = await recall_candidates(repos, chat.id, rows, draft, by_meaning=embedder is not None)
             rows = sorted([*found, *rows], key=lambda r: r.seq)
+        standing = await repos.messages.standing(chat.id, before_seq=before_seq)
+        if standing:  # G4b: every standing instruction, however old, in its place
+            rows = sorted({r.id: r for r in [*rows, *standing]}.values(), key=lambda r: r.seq)
         history = merge([r for r in rows if not is_command(r)], summaries)
         # The newest messages each summary stands for, for the audit (bounded: never the whole chat).
         recent_covered = [i for s in summaries for i in s.covers[-AUDITED_COVERED:]]
@@ -247,6 +250,7 @@ async def load_turn(
         bot_id=bot.id,
         notes=notes,
         embedder=embedder,
+        standing="flagged",
     )
     return Turn(
         history=counts,

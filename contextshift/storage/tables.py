@@ -245,6 +245,7 @@ class MessageRow(Base):
         Index("uq_messages_chat_id_seq", "chat_id", "seq", unique=True),
         Index("ix_messages_chat_id_pinned_seq", "chat_id", "pinned", "seq"),
         Index("ix_messages_chat_id_summary_id_seq", "chat_id", "summary_id", "seq"),
+        Index("ix_messages_chat_id_standing_seq", "chat_id", "standing", "seq"),
     )
 
     id: Mapped[str] = _id()
@@ -258,6 +259,8 @@ class MessageRow(Base):
     pinned: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     meta: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
     workspace: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    #: A standing instruction of the user's (G4b): kept in every prompt and never folded into a summary.
+    standing: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     #: The summary that stands for this message in prompts (C8: raw messages are never deleted).
     summary_id: Mapped[str | None] = mapped_column(ID, nullable=True)
     created_at: Mapped[datetime] = _created()

@@ -169,8 +169,9 @@ async def list_messages(
 async def patch_message(
     chat_id: str, message_id: str, body: s.MessagePatch, principal: Caller, repos: Repos
 ) -> dict[str, Any]:
-    """Pin, exclude (``meta.manualExcluded``), edit the text of a user message (``content``), or choose which
-    version of a regenerated reply is shown and sent (``alternative``). Every check runs before any change."""
+    """Pin, exclude (``meta.manualExcluded``), dismiss a standing instruction (``standing: false``), edit the
+    text of a user message (``content``), or choose which version of a regenerated reply is shown and sent
+    (``alternative``). Every check runs before any change."""
     await _chat(repos, chat_id, principal)
     current = await repos.messages.get(message_id, chat_id)
     if current is None:
@@ -193,7 +194,7 @@ async def patch_message(
             alternatives=len(current.alternatives or []) or 1,
         )
     row = await repos.messages.patch(
-        chat_id, message_id, body.model_dump(exclude_none=True, include={"pinned", "meta"})
+        chat_id, message_id, body.model_dump(exclude_none=True, include={"pinned", "meta", "standing"})
     )
     if row is not None and body.content is not None:
         row = await repos.messages.edit_content(chat_id, message_id, body.content)

@@ -5,7 +5,8 @@ selection (C7) agree on what is *compactable*:
 
 * the **current turn** is the last user message and everything after it; it always stays raw (C7);
 * **barriers** stay raw in place: protected groups (M4: pinned, protected system messages, the current
-  input), groups that reach into the current turn, and every group with a member inside the span of a
+  input), the user's standing instructions (G4b: ``meta.standing``, so no summary can drop them), groups
+  that reach into the current turn, and every group with a member inside the span of a
   barrier group (so a summary never lands between a kept tool call and its kept result);
 * existing summaries (``source == "summary"``) are foldable, so they roll up into the next summary, but
   they never count as pressure (C2: counting them would make the trigger fire forever).
@@ -19,6 +20,7 @@ from typing import TypeAlias
 
 from ..groups import build_groups, group_index
 from ..messages import Message
+from ..standing import STANDING_KEY
 from ..tokens import TokenCounter, TokenizerProfile, approximate_count, message_costs
 
 Counter: TypeAlias = TokenCounter | TokenizerProfile
@@ -30,6 +32,11 @@ SUMMARY_SOURCE = "summary"
 def is_summary(message: Message) -> bool:
     """A stored compaction summary (or any other summary record) standing in the history."""
     return message.source == SUMMARY_SOURCE
+
+
+def is_standing(message: Message) -> bool:
+    """A standing instruction of the user's (G4b), as the service marks it: never folded into a summary."""
+    return message.meta.get(STANDING_KEY) is True
 
 
 def is_tool_result(message: Message) -> bool:
@@ -101,7 +108,10 @@ class Layout:
 
 
 def _barrier_groups(history: Sequence[Message], members: Sequence[Sequence[int]], turn_start: int) -> list[bool]:
-    barrier = [any(history[p].protected for p in group) or group[-1] >= turn_start for group in members]
+    barrier = [
+        any(history[p].protected or is_standing(history[p]) for p in group) or group[-1] >= turn_start
+        for group in members
+    ]
     owner = [0] * len(history)
     for number, group in enumerate(members):
         for position in group:

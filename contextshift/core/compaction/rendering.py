@@ -61,6 +61,13 @@ SYSTEM_PROMPT = (
     "Write in the language of the conversation. Reply with the summary only."
 )
 USER_INTRO = "Summarize this conversation transcript."
+#: G4b: what the summarizer is told about the user's standing instructions (they stay raw beside the summary).
+STANDING_INTRO = (
+    "The user gave these standing instructions. They stay in force and are kept verbatim next to your summary, "
+    "so never drop, reword or contradict them; if the transcript mentions one, keep it verbatim:"
+)
+#: At most this many characters of standing instructions are listed (they are bounded in prompts too).
+STANDING_CAP = 2000
 TRANSCRIPT_OPEN = "<transcript>"
 TRANSCRIPT_CLOSE = "</transcript>"
 
@@ -275,8 +282,14 @@ def build_prompt(
     budget_tokens: int | None = None,
     count: TextCounter = approximate_count,
     system: str = SYSTEM_PROMPT,
+    standing: Sequence[str] = (),
 ) -> SummarizerPrompt:
-    """The summarizer request for the folded messages (or records); the user message fits ``budget_tokens``."""
+    """The summarizer request for the folded messages (or records); the user message fits ``budget_tokens``.
+
+    ``standing``: the user's standing instructions that stay raw (``Selection.standing``); the instruction lists
+    them (up to :data:`STANDING_CAP` characters) to be kept verbatim and never contradicted (G4b).
+    """
+    system = with_standing(system, standing)
     records: Sequence[Record]
     if fold and isinstance(fold[0], Message):
         records = build_records([m for m in fold if isinstance(m, Message)])
@@ -301,6 +314,19 @@ def build_prompt(
         user, shrunk = _render(lines, low), True
         tokens = count(user)
     return SummarizerPrompt(system, user, count(system) + tokens, tokens, shrunk, len(records))
+
+
+def with_standing(system: str, standing: Sequence[str]) -> str:
+    """The summarizer's instruction with the standing instructions listed, newest kept when over the cap."""
+    listed: list[str] = []
+    room = STANDING_CAP
+    for text in reversed(standing):
+        line = "- " + " ".join(text.split())
+        if len(line) > room:
+            break
+        listed.insert(0, line)
+        room -= len(line)
+    return "\n".join([system, STANDING_INTRO, *listed]) if listed else system
 
 
 def max_output_tokens(summarizer_window: int) -> int:

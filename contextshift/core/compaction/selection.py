@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from ..messages import Message
-from .layout import Counter, TextCounter, analyze, is_summary, is_tool_result, text_counter
+from .layout import Counter, TextCounter, analyze, is_standing, is_summary, is_tool_result, text_counter
 from .records import SummaryRecord, record_is_empty, record_of, summary_covers, summary_workspaces
 from .rendering import prompt_overhead_tokens, record_tokens, spans_workspaces
 
@@ -50,6 +50,11 @@ class Selection:
     covers: tuple[str, ...] = ()  # raw message ids the new summary stands for, in order
     supersedes: tuple[str, ...] = ()  # ids of the earlier summaries it replaces
     workspaces: tuple[str, ...] = ()  # workspaces the fold spans, in order of appearance
+
+    @property
+    def standing(self) -> tuple[str, ...]:
+        """The texts of the standing instructions that stay raw beside the summary (G4b), for its instructions."""
+        return tuple(m.text for m in self.keep if is_standing(m))
 
     @property
     def empty(self) -> bool:

@@ -23,7 +23,7 @@ def row_to_message(row: MessageRow) -> Message:
             "tool_calls": row.tool_calls or [],
             "tool_call_id": row.tool_call_id,
             "pinned": row.pinned,
-            "meta": row.meta or {},
+            "meta": {**(row.meta or {}), "standing": True} if row.standing else row.meta or {},
             "workspace": row.workspace,
             "source": "history",
         }

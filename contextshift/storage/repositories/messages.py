@@ -14,6 +14,7 @@ from sqlalchemy import Text, cast, delete, func, insert, or_, select, true, upda
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ...core.messages import MessageLike
+from ...core.standing import detect, superseded
 from ..errors import InvalidValue, NotFound
 from ..tables import ChatRow, MessageRow, MessageTokensRow
 from ..types import new_id, utcnow
@@ -40,6 +41,15 @@ REPLY_KEYS = frozenset(
         "error",
     }
 )
+
+
+def _text(content: Any) -> str:
+    """The text of stored content: a string, or the ``text`` parts of a list of content parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
 
 
 def _version_of(row: MessageRow) -> dict[str, Any]:
@@ -90,6 +100,7 @@ class MessageRepository:
         if not values:
             return []
         last_seq, _ = await self._bump(chat_id, new_messages=len(values))
+        await self._mark_standing(chat_id, values)
         first = last_seq - len(values) + 1
         now = utcnow()
         params = [
@@ -100,6 +111,38 @@ class MessageRepository:
         )
         return list(inserted)
 
+    async def _mark_standing(self, chat_id: str, values: list[dict[str, Any]]) -> None:
+        """G4b: flag the user's standing instructions among new messages, and clear the stored ones they
+        retract or replace (the newest on a topic wins). Slash commands are never instructions."""
+        ends: list[str] = []
+        existing: list[tuple[str, str]] | None = None
+        for value in values:
+            value["standing"] = False
+            if value["role"] != "user" or (value.get("meta") or {}).get("command"):
+                continue
+            text = _text(value.get("content"))
+            found = detect(text)
+            if not (found.standing or found.retracts):
+                continue
+            if existing is None:
+                query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.standing == true())
+                rows = await self.session.scalars(query.order_by(MessageRow.seq))
+                existing = [(r.id, row_to_message(r).text) for r in rows]
+            gone = superseded(existing, text)
+            ends += gone
+            existing = [e for e in existing if e[0] not in gone]
+            if found.standing:
+                value["standing"] = True
+        if ends:
+            await self.session.execute(update(MessageRow).where(MessageRow.id.in_(ends)).values(standing=False))
+
+    async def standing(self, chat_id: str, before_seq: int | None = None) -> Sequence[MessageRow]:
+        """The chat's standing instructions (G4b), oldest first (before ``before_seq`` when given)."""
+        query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.standing == true())
+        if before_seq is not None:
+            query = query.where(MessageRow.seq < integer("before_seq", before_seq))
+        return (await self.session.scalars(query.order_by(MessageRow.seq))).all()
+
     async def get(self, message_id: str, chat_id: str | None = None) -> MessageRow | None:
         """The message, or None (also when it belongs to a chat other than ``chat_id``)."""
         row = await self.session.get(MessageRow, message_id)
@@ -108,13 +151,15 @@ class MessageRepository:
         return row
 
     async def patch(self, chat_id: str, message_id: str, changes: Mapping[str, Any]) -> MessageRow | None:
-        """Change ``pinned`` and/or merge ``meta`` (see :func:`merge_meta`; e.g. ``{"manualExcluded": true}``)."""
+        """Change ``pinned``, ``standing`` (False dismisses a standing instruction, G4b) and/or merge ``meta``
+        (see :func:`merge_meta`; e.g. ``{"manualExcluded": true}``)."""
         if not isinstance(changes, Mapping):
             raise InvalidValue("changes", "must be an object")
-        unknown = sorted(set(changes) - {"pinned", "meta"})
+        unknown = sorted(set(changes) - {"pinned", "meta", "standing"})
         if unknown:
             raise InvalidValue(unknown[0], "is not a field that can be changed")
         pinned = boolean("pinned", changes["pinned"]) if "pinned" in changes else None
+        standing = boolean("standing", changes["standing"]) if "standing" in changes else None
         meta_patch = json_object("meta", changes["meta"]) if "meta" in changes else None
         if meta_patch is not None:
             check_json("meta", meta_patch)
@@ -125,6 +170,8 @@ class MessageRepository:
             return row
         if pinned is not None:
             row.pinned = pinned
+        if standing is not None:
+            row.standing = standing
         if meta_patch is not None:
             row.meta = merge_meta(row.meta or {}, meta_patch)
         await self._bump(chat_id)
@@ -139,6 +186,8 @@ class MessageRepository:
         if row is None:
             return None
         row.content = content
+        if row.role == "user" and not (row.meta or {}).get("command"):
+            row.standing = detect(content).standing  # G4b: the edited text decides
         await self.session.execute(delete(MessageTokensRow).where(MessageTokensRow.message_id == message_id))
         await self._bump(chat_id)
         await self.session.flush()
