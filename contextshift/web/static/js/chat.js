@@ -302,6 +302,7 @@ export async function chatView(main, [chatId], { store, go }) {
       return at === st.messages.length - 2 && last.role === "assistant" && !last.meta?.command;
     },
     pin: (m, pinned) => change(m, { pinned }, { id: m.id, action: "pin" }),
+    dismissStanding: (m) => change(m, { standing: false }, { id: m.id, action: "pin" }),
     exclude: (m, excluded) => change(m, { meta: { manualExcluded: excluded ? true : null } }, { id: m.id, action: "exclude" }),
     choose: (m, index) => change(m, { alternative: index }, { id: m.id, action: index > m.alternative ? "next-alternative" : "previous-alternative" }),
     askDelete(m) {

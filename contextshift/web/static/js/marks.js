@@ -3,7 +3,7 @@
 // the prompt view's "Last prompt" mode), so they cannot disagree.
 
 /** Reasons that mean "not part of the prompt at all" rather than "left out to fit". */
-const INACTIVE = new Set(["empty", "disabled"]);
+const INACTIVE = new Set(["empty", "disabled", "not-triggered"]);
 
 /** Prompt view categories (SillyTavern's itemization): which sources each sums. */
 export const CATEGORIES = [
@@ -50,7 +50,7 @@ export function subtotals(data) {
 
 /**
  * The mark of every loaded message in one prompt. A mark: {state, reason, tokens}, state one of
- * "in" (sent; reason protected, fit or recalled), "out" (left out; reason from the prompt), "summarized",
+ * "in" (sent; reason protected, fit, recalled or standing), "out" (left out; reason from the prompt), "summarized",
  * "command", "failed" (never sent) or "unknown" (newer than the prompt, e.g. while it is being refreshed).
  * Returns {marks: Map(id → mark), boundary (the oldest sent message's id), newest (seq of the newest listed)}.
  */

@@ -66,6 +66,7 @@ function markWords(mark, kind) {
   const prompt = kind === "audit" ? "the last prompt" : "the next prompt";
   switch (mark?.state) {
     case "in":
+      if (mark.reason === "standing") return `in ${prompt} as a standing instruction`;
       return mark.reason === "recalled" ? `recalled into ${prompt}` : `in ${prompt}`;
     case "out":
       return `not in ${prompt}: ${REASON_WORDS[mark.reason] || mark.reason}`;
@@ -97,6 +98,7 @@ function badges(m, mark, kind) {
   const excludedByUser = m.meta?.manualExcluded === true;
   if (m.meta?.command) out.push(badge("command", "info"));
   if (m.pinned) out.push(badge("pinned", "pin"));
+  if (m.standing) out.push(badge("standing instruction", "pin", { title: REASON_WORDS.standing }));
   if (excludedByUser) out.push(badge("excluded by you", "warn"));
   if (m.meta?.partial) out.push(badge(`partial: ${m.meta.partial_reason === "cancelled" ? "stopped" : "cut off"}`, "warn", { title: "Only what was streamed before the reply ended" }));
   if (m.meta?.failed) out.push(badge("failed: not sent", "warn", { title: `The turn failed (${m.meta.failed.code}); left out of prompts until retried` }));
@@ -202,6 +204,12 @@ function actions(m, ui, act) {
   if (m.role === "user" && !m.meta?.command && typeof m.content === "string")
     list.push(actionButton("edit", "Edit", () => act.startEdit(m), { disabled: busy }));
   list.push(actionButton("copy", "Copy", () => act.copy(m), { title: "Copy the text" }));
+  if (m.standing)
+    list.push(
+      actionButton("dismiss-standing", "Dismiss instruction", () => act.dismissStanding(m), {
+        title: "Stop keeping this message in every prompt as a standing instruction",
+      }),
+    );
   list.push(
     actionButton("pin", m.pinned ? "Unpin" : "Pin", () => act.pin(m, !m.pinned), {
       class: "pin",
@@ -232,6 +240,7 @@ export function messageEl(m, { mark, kind, ui, act }) {
   if (state === "summarized") classes.push("summarized");
   if (mark?.reason === "recalled") classes.push("recalled");
   if (m.pinned) classes.push("pinned");
+  if (m.standing) classes.push("standing");
   if (m.pending) classes.push("pending");
   if (m.meta?.command) classes.push("command");
   if (error) classes.push("has-error");
