@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..core.embedding import Embedder
 from ..core.errors import TokenBudgetExceeded
@@ -105,8 +105,9 @@ class PipelineRequest:
     #: relevance by meaning for ``recall`` and ``vector-recall`` (the ``embeddings`` extra), or None
     embedder: Embedder | None = None
     #: Standing instructions (G4b): ``detect`` reads the history's user messages; ``flagged`` takes only those
-    #: whose ``meta.standing`` is true (the service decided when it stored them); ``off`` keeps none.
-    standing: str = "detect"
+    #: whose ``meta.standing`` is true (the service decided when it stored them); ``off`` (the default, as for
+    #: ``shift_with_strategy``) keeps none.
+    standing: Literal["off", "detect", "flagged"] = "off"
 
 
 @dataclass(slots=True)

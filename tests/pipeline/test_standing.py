@@ -89,10 +89,10 @@ def test_an_old_standing_instruction_stays_in_its_place_with_the_reason_standing
     # The instruction: 23 chars, 10 tokens = the whole standing share of 100. Input 8; 82 for history: 6 of 13.
     fact = Message(id="fact", role="user", content="I'm lactose intolerant.", source="history")
     sources = Sources(history=old_history(first=fact), user_input="Suggest a dessert.")
-    ids, audit, _ = run(sources)
+    ids, audit, _ = run(sources, standing="detect")
     assert ids == ["fact", "h10", "h11", "h12", "h13", "h14", "h15", "core.current-input"]
     assert audit["fact"] == (True, "standing")
-    _, audit, _ = run(sources, standing="off")
+    _, audit, _ = run(sources)  # off by default
     assert audit["fact"] == (False, "context-shift")
 
 
