@@ -221,6 +221,8 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
     diagnostics.extend(manual_notes)
     candidates = [m for p, m in enumerate(counted.messages) if p not in manual]
     candidates, standing_ids, over_share = _shares(candidates, request, budget)
+    if standing_ids:
+        diagnostics.append(f"{len(standing_ids)} standing instruction(s) kept as protected context")
     for message_id in over_share:
         diagnostics.append(f'"{message_id}" left out: lorebook and memory blocks filled their share of the budget')
     try:
