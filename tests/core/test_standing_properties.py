@@ -58,12 +58,15 @@ def standing_scenarios(draw: st.DrawFn) -> Scenario:
         plain = d["role"] == "user" and isinstance(d.get("content"), str) and d.get("source") in (None, "history")
         if plain and draw(st.integers(0, 2)) > 0:
             d["content"] = draw(st.sampled_from(STANDING))
-    inputs = [
-        Message.from_dict(d) if isinstance(i, Message) else copy.deepcopy(d)
-        for d, i in zip(dicts, s.inputs, strict=True)
-    ]
+    for n in range(draw(st.integers(0, 3))):  # and a few instructions of their own, anywhere
+        at = draw(st.integers(0, len(dicts)))
+        dicts.insert(at, {"role": "user", "content": draw(st.sampled_from(STANDING)), "id": f"standing-{n}"})
+    as_objects = draw(st.booleans())  # callers pass dicts and Message objects alike
+    inputs = [Message.from_dict(d) if as_objects else copy.deepcopy(d) for d in dicts]
     probe = Scenario(dicts=dicts, inputs=inputs, budget=s.budget, manual_ids=s.manual_ids)
-    return replace(probe, budget=max(1, s.budget + draw(st.integers(0, 40))))
+    # Often a larger budget than the shared generator's (which hugs the protected cost): a tenth of it must hold
+    # an instruction or two for the share to matter.
+    return replace(probe, budget=max(1, s.budget + draw(st.sampled_from((0, 40, 150, 300)))))
 
 
 def run(s: Scenario, name: str) -> Attempt:
