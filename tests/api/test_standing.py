@@ -28,6 +28,12 @@ async def _preview(service: Service, chat_id: str) -> dict[str, Any]:
     return response.json()["preview"]  # type: ignore[no-any-return]
 
 
+def _sent(service: Service) -> list[str]:
+    """The contents of the last chat request (a background compaction may have asked the summarizer since)."""
+    chat = next(r for r in reversed(service.fake.requests) if not is_summarizer(r))
+    return [str(m.get("content")) for m in chat.json["messages"]]
+
+
 def _reasons(preview: dict[str, Any]) -> dict[str, tuple[bool, str]]:
     return {e["identifier"]: (e["included"], e["reason"]) for e in preview["entries"]}
 
@@ -68,7 +74,7 @@ async def test_an_old_standing_instruction_is_in_every_prompt_until_the_user_dis
 
     service.fake.script(Reply("Noted."))
     await service.post(f"/api/v2/chats/{chat}/generate", {"content": "Suggest a dessert.", "stream": False}, 200)
-    sent = [str(m.get("content")) for m in service.fake.last.json["messages"]]
+    sent = _sent(service)
     assert FACT in sent
     audit = (await service.http.get(f"/api/v2/chats/{chat}/context-audit")).json()["audit"]
     assert {e["identifier"]: e["reason"] for e in audit["entries"]}[fact] == "standing"
@@ -76,6 +82,16 @@ async def test_an_old_standing_instruction_is_in_every_prompt_until_the_user_dis
     response = await service.http.patch(f"/api/v2/chats/{chat}/messages/{fact}", json={"standing": False})
     assert response.status_code == 200 and response.json()["message"]["standing"] is False
     assert _reasons(await _preview(service, chat)).get(fact, (False, "not loaded"))[0] is False
+
+
+async def test_editing_a_message_decides_again_whether_it_is_standing(service: Service) -> None:
+    ids = await service.setup_chat()
+    message = (await _say(service, ids["chat"], "Tell me a joke."))["id"]
+    path = f"/api/v2/chats/{ids['chat']}/messages/{message}"
+    edited = await service.http.patch(path, json={"content": "Always answer briefly."})
+    assert edited.status_code == 200 and edited.json()["message"]["standing"] is True
+    edited = await service.http.patch(path, json={"content": "Tell me a joke."})
+    assert edited.json()["message"]["standing"] is False
 
 
 async def test_a_rejected_patch_changes_nothing(service: Service) -> None:
@@ -108,5 +124,5 @@ async def test_a_standing_instruction_survives_three_compactions_by_a_summarizer
         assert _reasons(await _preview(service, chat))[fact] == (True, "standing")
     service.fake.script(Reply("Noted."))
     await service.post(f"/api/v2/chats/{chat}/generate", {"content": "Suggest a dessert.", "stream": False}, 200)
-    sent = [str(m.get("content")) for m in service.fake.last.json["messages"]]
+    sent = _sent(service)
     assert FACT in sent and any(DROPS_IT in c for c in sent)

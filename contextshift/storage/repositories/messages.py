@@ -335,11 +335,17 @@ class MessageRepository:
         return int((await self.session.execute(query)).scalar_one())
 
     async def count_summarized(self, chat_id: str) -> int:
-        """Messages a compaction summary stands for, pinned ones left out (those are back in prompts raw)."""
+        """Messages a compaction summary stands for, pinned and standing ones left out (those are back in prompts
+        raw)."""
         query = (
             select(func.count())
             .select_from(MessageRow)
-            .where(MessageRow.chat_id == chat_id, MessageRow.summary_id.is_not(None), MessageRow.pinned != true())
+            .where(
+                MessageRow.chat_id == chat_id,
+                MessageRow.summary_id.is_not(None),
+                MessageRow.pinned != true(),
+                MessageRow.standing != true(),
+            )
         )
         return int((await self.session.execute(query)).scalar_one())
 
