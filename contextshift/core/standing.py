@@ -358,7 +358,7 @@ def superseded(existing: Sequence[tuple[str, str]], text: str) -> list[str]:
     Returns:
         The ids of those it retracts or replaces (newest wins on a shared topic).
     """
-    detections = [Detection(True, detect(t).topics, words=detect(t).words) for _, t in existing]
+    detections = [replace(found, standing=True, retracts=False) for found in (detect(t) for _, t in existing)]
     kept = resolve([*detections, detect(text)])
     return [existing[p][0] for p in range(len(existing)) if p not in kept]
 
@@ -388,8 +388,8 @@ def protect_within(
     """Pin ``candidates`` (best first) while their tool groups' tokens stay within ``limit``.
 
     A candidate whose group does not fit is skipped and the next tried (a smaller one may still fit). Already
-    protected groups cost nothing here. ``limit`` is also capped by what the protected context leaves of the
-    budget by the caller.
+    protected groups cost nothing here; the caller caps ``limit`` by what the protected context leaves of the
+    budget (:func:`protected_tokens`).
 
     Args:
         messages: the prompt, with ids.
