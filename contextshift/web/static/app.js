@@ -278,6 +278,8 @@ function renderSidebar() {
     h(
       "div.sidebar-foot",
       h("a", { href: "#/welcome" }, "Getting started & examples"),
+      // On a phone the header has no room for the account link: the menu has it.
+      store.me ? h("a.phone-only#menu-account-link", { href: "#/account" }, `Account (${store.me.name}): tokens, theme, sign out`) : null,
     ),
   );
   if (hadFocus) searchInput.focus();

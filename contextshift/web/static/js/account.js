@@ -247,9 +247,10 @@ function usersSection({ store }) {
   }
 
   /** A change to one user; on a refusal the list shows what is stored again (nothing changed). */
-  async function change(user, body) {
+  async function change(user, body, done) {
     try {
       await patch(`/users/${encodeURIComponent(user.id)}`, body);
+      toast(done);
     } catch (error) {
       toast(error.message, "error");
     }
@@ -297,9 +298,9 @@ function usersSection({ store }) {
       user.role,
       { "aria-label": `Role of ${user.name}`, dataset: { action: "user-role" } },
     );
-    roleSelect.addEventListener("change", () => change(user, { role: roleSelect.value }));
+    roleSelect.addEventListener("change", () => change(user, { role: roleSelect.value }, `${user.name} is now ${roleSelect.value === "admin" ? "an admin" : "a user"}.`));
     const disabled = checkbox("disabled", { checked: user.disabled, dataset: { action: "user-disabled" }, "aria-label": `${user.name} is disabled` });
-    disabled.input.addEventListener("change", () => change(user, { disabled: disabled.input.checked }));
+    disabled.input.addEventListener("change", () => change(user, { disabled: disabled.input.checked }, `${user.name} is ${disabled.input.checked ? "disabled" : "enabled"}.`));
     const remove =
       state.deleting === user.id
         ? h(
