@@ -46,6 +46,12 @@ def test_signing_out_ends_the_session_and_a_deep_link_survives_signing_in(page: 
     assert page.url.endswith(f"/#/chat/{ids['chat']}")
     expect(page.locator("#account-link")).to_contain_text(app.api("GET", "/me", expect=200)["user"]["name"])
 
+    page.locator("#sign-out").click()
+    expect(page.locator("#signed-out")).to_be_visible()
+    page.goto(f"/?token={app.token}#/chat/{ids['chat']}")  # the login URL with a deep link: the chat too
+    expect(page.get_by_role("heading", name="Long chat")).to_be_visible()
+    assert page.url == f"{app.url}/#/chat/{ids['chat']}"  # and the token left the address bar
+
 
 def test_a_token_is_created_shown_once_renamed_and_revoked(page: Any, app: App) -> None:
     before = app.api("GET", "/tokens", expect=200)["tokens"]  # the admin's own (the service's first start)
