@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from tests.api.conftest import bearer
 
-from .conftest import PHONE, App
+from .conftest import PHONE, App, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -71,6 +71,7 @@ def test_a_token_is_created_shown_once_renamed_and_revoked(page: Any, app: App) 
     expect(row).to_contain_text("ci script")
     expect(row).to_contain_text("never")  # last used: the check above went through the API, the list is older
 
+    screenshot(page, "account-tokens")
     page.locator('[data-action="done-secret"]').click()
     expect(page.locator("#new-secret")).to_have_count(0)
     assert secret not in page.content()  # shown once: gone from the page
@@ -136,6 +137,7 @@ def test_an_admin_creates_changes_disables_and_deletes_a_user(page: Any, app: Ap
 def test_on_a_phone_the_account_page_signs_out(page: Any, app: App) -> None:
     page.set_viewport_size(PHONE)
     page.goto("/#/")
+    expect(page.get_by_role("heading", name="Welcome to contextshift")).to_be_visible()  # the home view is done
     expect(page.locator("#sign-out")).to_be_hidden()  # no room in a phone's header: the menu has the account link
     page.get_by_role("button", name="Show chats").click()
     page.locator("#menu-account-link").click()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import App
+from .conftest import App, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -51,6 +51,7 @@ def test_a_code_block_is_highlighted_and_copied_exactly(page: Any, app: App) -> 
     expect(plain.locator(".code-lang")).to_have_text("code")
     expect(plain.locator("code span")).to_have_count(0)  # no language named: left plain, not guessed
 
+    screenshot(page, "chat-code-block")
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app.url)
     copy = python.get_by_role("button", name="Copy code")
     copy.click()
