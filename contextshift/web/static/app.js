@@ -9,7 +9,8 @@ import { providersView } from "./js/providers.js";
 import { lorebooksView, lorebookView } from "./js/lorebooks.js";
 import { onboardingView } from "./js/onboarding.js";
 import { endpointView } from "./js/endpoint.js";
-import { signInView } from "./js/signin.js";
+import { reloadAt, signInView, signOut } from "./js/signin.js";
+import { accountView } from "./js/account.js";
 
 // -- sidebar: chats list and "new chat" ------------------------------------------------------------------
 
@@ -277,10 +278,66 @@ function renderSidebar() {
     h(
       "div.sidebar-foot",
       h("a", { href: "#/welcome" }, "Getting started & examples"),
+      // On a phone the header has no room for the account link: the menu has it.
+      store.me ? h("a.phone-only#menu-account-link", { href: "#/account" }, `Account (${store.me.name}): tokens, theme, sign out`) : null,
     ),
   );
   if (hadFocus) searchInput.focus();
   if (renameFocused) sidebar.querySelector(".rename-chat-form input")?.focus();
+}
+
+// -- header: theme switch, the account page and signing out ------------------------------------------------
+
+const THEME_WORDS = { system: "System theme", light: "Light", dark: "Dark" };
+
+function themeSwitch() {
+  const theme = globalThis.contextshiftTheme;
+  if (!theme) return null;
+  const choose = select(
+    theme.choices.map((c) => [c, THEME_WORDS[c]]),
+    theme.get(),
+    { class: "theme-switch", "aria-label": "Colour theme", title: "Colour theme (remembered in this browser)" },
+  );
+  choose.addEventListener("change", () => theme.set(choose.value));
+  return choose;
+}
+
+async function signOutNow(button) {
+  button.disabled = true;
+  try {
+    await signOut();
+    reloadAt("#/signin?signed-out=1");
+  } catch (error) {
+    button.disabled = false;
+    toast(error.message, "error");
+  }
+}
+
+/** The header's right end: the theme switch always; the account link and "Sign out" while signed in. */
+function renderAccountArea(signedIn) {
+  const area = document.getElementById("account-area");
+  if (!area) return;
+  const me = signedIn ? store.me : null;
+  const signOutButton = me
+    ? h("button.small#sign-out", { type: "button", onclick: () => signOutNow(signOutButton) }, "Sign out")
+    : null;
+  replace(
+    area,
+    themeSwitch(),
+    me
+      ? h(
+          "a.account-link#account-link",
+          {
+            href: "#/account",
+            "aria-current": location.hash === "#/account" ? "page" : null,
+            title: `Signed in as ${me.name}: tokens${me.role === "admin" ? " and users" : ""}`, dataset: { nav: "account" } },
+          h("span.account-icon", { "aria-hidden": "true" }, "◉"),
+          h("span.account-name", me.name),
+        )
+      : null,
+    signOutButton,
+  );
+  area.hidden = false;
 }
 
 function closeMenu() {
@@ -349,6 +406,7 @@ const routes = [
   [/^#\/lorebook\/([^/]+)$/, (main, params) => lorebookView(main, params, { store, go }), "bots"],
   [/^#\/providers$/, (main) => providersView(main, [], { store, go }), "providers"],
   [/^#\/endpoint(?:\/([^/]+))?$/, (main, params) => endpointView(main, params), "endpoint"],
+  [/^#\/account$/, (main) => accountView(main, [], { store, go, signOut: (button) => signOutNow(button) }), "account"],
 ];
 
 let cleanup = null;
@@ -368,11 +426,12 @@ async function route() {
   closeMenu();
   const hash = location.hash || "#/";
   if (hash.startsWith("#/signin")) {
-    signInView(main, { failed: hash.includes("failed") });
+    renderAccountArea(false);
+    signInView(main, { failed: hash.includes("failed"), signedOut: hash.includes("signed-out") });
     return;
   }
   const found = routes.find(([pattern]) => pattern.test(hash));
-  document.querySelectorAll(".mainnav a").forEach((a) => {
+  document.querySelectorAll(".mainnav a, #account-link").forEach((a) => {
     a.toggleAttribute("aria-current", false);
     if (found && a.dataset.nav === found[2]) a.setAttribute("aria-current", "page");
   });
@@ -397,7 +456,11 @@ async function route() {
   } catch (error) {
     if (serial !== routing) return;
     if (error instanceof ApiError && error.status === 401) {
-      signInView(main);
+      // Signed out (or the session ended): sign in, then go on to the address that was asked for.
+      store.loaded = false;
+      renderAccountArea(false);
+      clear(document.getElementById("sidebar"));
+      signInView(main, { next: hash });
       return;
     }
     const message = error instanceof ApiError ? error.message : String(error?.message || error);
@@ -428,6 +491,7 @@ function start() {
     }
   });
   store.onChange(renderSidebar);
+  store.onChange(() => renderAccountArea(true));
   window.addEventListener("hashchange", route);
   route();
 }

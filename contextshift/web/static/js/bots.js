@@ -9,6 +9,11 @@ import { memoriesEditor } from "./memories.js";
 
 const COMPACTION_FIELDS = ["compaction_enabled", "compaction_threshold", "compaction_ratio", "compaction_model_id"];
 
+/** "1 chat", "2 chats", "0 chats". */
+export function plural(count, noun) {
+  return `${num(count)} ${noun}${count === 1 ? "" : "s"}`;
+}
+
 export async function botsView(main, _params, { store }) {
   await store.refresh();
   replace(
@@ -31,7 +36,7 @@ export async function botsView(main, _params, { store }) {
                   " · reserve ",
                   bot.response_reserve ? num(bot.response_reserve) : "auto",
                 ),
-                h("p.muted", `${store.chats.filter((c) => c.bot_id === bot.id).length} chats`),
+                h("p.muted", plural(store.chats.filter((c) => c.bot_id === bot.id).length, "chat")),
               ),
             ),
           )

@@ -223,7 +223,9 @@ function actions(m, ui, act) {
     }),
     actionButton("delete", "Delete", () => act.askDelete(m), { class: "delete" }),
   );
-  return h("div.msg-actions", list);
+  // A command and its answer are never sent to the model: Pin and Exclude would mean nothing for them.
+  const shown = m.meta?.command ? list.filter((b) => b.dataset?.action !== "pin" && b.dataset?.action !== "exclude") : list;
+  return h("div.msg-actions", shown);
 }
 
 /**

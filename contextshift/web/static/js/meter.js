@@ -48,6 +48,8 @@ export function contextMeter({ onOpen }) {
     const counts = promptCounts(p);
     const approx = p.tokenizer.approximate;
     bar.setAttribute("aria-valuetext", `${num(used)} of ${num(budget)} tokens${approx ? " (approximate)" : ""}, ${counts.leftOut} left out, ${counts.summarized} summarized`);
+    // The budget is the window less what is reserved for the reply: say so, so it is not read as the window.
+    text.title = `Budget ${num(budget)} = context window ${num(p.budget.context_limit)} − ${num(p.budget.response_reserve)} reserved for the reply`;
     replace(text, h("strong.meter-used", num(used)), ` / ${num(budget)} tokens`, " ", approx ? approxBadge(p) : badge(p.tokenizer.profile, "ok", { title: "Exact tokenizer" }));
     replace(
       facts,

@@ -9,16 +9,20 @@ export const store = {
   models: [],
   bots: [],
   chats: [],
+  /** The signed-in user ({id, name, role, disabled}): the header's account menu and the admin pages. */
+  me: null,
   loaded: false,
   /** {chatId, messageId} a search result asks the chat view to show once it opens. */
   pendingFocus: null,
   async refresh() {
-    const [providers, models, bots, chats] = await Promise.all([
+    const [providers, models, bots, chats, me] = await Promise.all([
       get("/providers"),
       get("/models"),
       get("/bots"),
       get("/chats?limit=500"),
+      get("/me"),
     ]);
+    this.me = me.user;
     this.providers = providers.providers;
     this.models = models.models;
     this.bots = bots.bots;
