@@ -1,7 +1,7 @@
 # Sourced by the scripts: create or reuse .venv and keep it in step with pyproject.toml.
 # Usage: . scripts/_venv.sh EXTRAS [progress]   (EXTRAS e.g. "dev,bench"; empty for the plain package)
 # With "progress", say on standard error what is being set up and how long it took (scripts/run does: a first
-# install takes a minute or two and would otherwise look hung); without it, print nothing unless it fails.
+# install takes one to three minutes and would otherwise look hung); without it, print nothing unless it fails.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -23,7 +23,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   if [ -f "$stamp" ]; then
     _venv_say "pyproject.toml changed: reinstalling contextshift into $VENV…"
   else
-    _venv_say "installing contextshift and its dependencies into $VENV (first run: a minute or two)…"
+    _venv_say "installing contextshift and its dependencies into $VENV (first run: one to three minutes)…"
   fi
   install_started=$SECONDS
   log="$(mktemp)"
