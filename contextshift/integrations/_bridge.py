@@ -156,6 +156,7 @@ class NativeCounter(ChatFormatProfile):
         self._natives = natives
         self._replacement = replacement
         self._made: dict[str, Any] = {}
+        self._costs: dict[str, int] = {}
         self.reply_priming = self._checked(counter([]))
 
     @staticmethod
@@ -186,8 +187,17 @@ class NativeCounter(ChatFormatProfile):
         return [0] * len(texts)
 
     def message_tokens(self, message: Message, text_tokens: int | None = None) -> int:
-        """The framework counter's count of the entry's object, less the empty list's count."""
-        return max(0, self._checked(self._counter([self.native(message)])) - self.reply_priming)
+        """The framework counter's count of the entry's object, less the empty list's count (once per id: a
+        fit that runs again counts nothing again)."""
+        cost = self._costs.get(message.id)
+        if cost is None:
+            cost = max(0, self._checked(self._counter([self.native(message)])) - self.reply_priming)
+            self._costs[message.id] = cost
+        return cost
+
+    def total(self, messages: Sequence[Message]) -> int:
+        """The sum of the messages' costs and the fixed cost: what shifting charges for all of them."""
+        return self.reply_priming + sum(self.message_tokens(m) for m in messages) if messages else 0
 
     def count_messages(self, messages: Sequence[Message]) -> int:
         """The framework counter's count of the objects of ``messages``, as one list."""
@@ -283,6 +293,10 @@ def fit(
     natives = {entry.message.id: entry.native if entry.native is not None else items[entry.owner] for entry in entries}
     native = NativeCounter(counter, natives, bridge.replacement)
     lowered: list[int] = []
+    if items and native._checked(counter(list(items))) <= budget:
+        # Everything fits by the counter's own count: nothing leaves (S4), whatever the per-entry costs add up
+        # to (an object split in two entries is charged its framing twice).
+        budget = max(budget, native.total(messages))
     for _ in range(MAX_REFITS):
         result = shift_with_strategy(messages, native, budget, **kwargs)
         out = assemble(items, entries, result, bridge)
