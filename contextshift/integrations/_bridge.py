@@ -1,8 +1,10 @@
 """What every framework adapter shares: entries, counting with the framework's own counter, the fit itself.
 
 An adapter turns each of its framework's objects into one *entry* (rarely more: a Pydantic AI request that
-carries the system prompt beside a user prompt is two), a contextshift :class:`~contextshift.Message` whose
-id maps back to the object and whose tool-link ids say which objects belong together. :func:`fit` shifts the
+carries the system prompt beside a user prompt is two), a message dict in contextshift's shape (M2) whose id
+maps back to the object and whose tool-link ids say which objects belong together. Plain dicts, because
+shifting builds the ``Message`` of a plain dict only when it counts or keeps it: a long history's old
+messages are never built. :func:`fit` shifts the
 entries with :func:`~contextshift.shift_with_strategy` and gives back the kept objects themselves, in order.
 
 Counting. ``model`` names a contextshift tokenizer profile, which counts the entries. A framework counter
@@ -26,7 +28,7 @@ from typing import Any, Generic, TypeVar
 from ..core.embedding import Embedder
 from ..core.errors import TokenBudgetExceeded
 from ..core.messages import Message
-from ..core.shifting import ShiftResult
+from ..core.shifting import ShiftResult, shift_context
 from ..core.tokens import ChatFormatProfile, TokenizerProfile
 from ..core.vocabulary import ROLES
 from ..tokenizers import get_tokenizer
@@ -39,20 +41,28 @@ ListCounter = Callable[[list[Any]], int]
 #: How many times a fit is redone with a lower budget before giving up (a counter far from additive).
 MAX_REFITS = 8
 
+#: The options of ``shift_with_strategy`` that ``truncate`` through ``shift_context`` takes as well.
+_PLAIN_OPTIONS = frozenset({"per_message_overhead"})
+
+
+def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A tool call in the OpenAI dict shape shifting reads without building anything."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
 
 @dataclass(frozen=True)
 class Entry:
     """One unit of removal: a contextshift message standing for (part of) one framework object.
 
     Args:
-        message: the contextshift message, with a unique id and the object's tool-link ids.
+        message: the contextshift message dict (M2), with a unique ``id`` and the object's tool-link ids.
         owner: the index of the framework object it stands for.
         parts: which of the owner's parts it stands for (None: all of the object).
         native: the framework object a framework counter charges for this entry (the owner, or the owner
             rebuilt with ``parts`` only).
     """
 
-    message: Message
+    message: dict[str, Any]
     owner: int
     parts: tuple[int, ...] | None = None
     native: Any = None
@@ -122,19 +132,18 @@ class FitOptions:
         )
 
 
-def protect(message: Message, options: FitOptions, *, native_id: str | None, is_input: bool) -> Message:
-    """``message`` with the protection the options give it: pinned by id or role, the current input marked
-    ``source="input"``, a system message left unprotected (``source="history"``) when ``system`` is not a
-    protected role."""
-    pinned = (native_id is not None and native_id in options.pinned_ids) or message.role in options.protected_roles
-    source = message.source
+def protect(message: dict[str, Any], options: FitOptions, *, native_id: str | None, is_input: bool) -> dict[str, Any]:
+    """Give a message dict the protection the options give it (in place, and returned): pinned by id or role,
+    the current input marked ``source="input"``, a system message left unprotected (``source="history"``)
+    when ``system`` is not a protected role."""
+    role = message["role"]
+    if (native_id is not None and native_id in options.pinned_ids) or role in options.protected_roles:
+        message["pinned"] = True
     if is_input and options.protect_input:
-        source = "input"
-    elif message.role == "system" and "system" not in options.protected_roles:
-        source = "history"
-    if pinned == message.pinned and source == message.source:
-        return message
-    return replace(message, pinned=pinned or message.pinned, source=source)
+        message["source"] = "input"
+    elif role == "system" and "system" not in options.protected_roles:
+        message["source"] = "history"
+    return message
 
 
 class NativeCounter(ChatFormatProfile):
@@ -224,7 +233,7 @@ class Bridge(Generic[T]):
 def assemble(items: Sequence[T], entries: Sequence[Entry], result: ShiftResult, bridge: Bridge[T]) -> list[T]:
     """The framework objects of a result: each kept object itself (rebuilt when only some of its entries were
     kept), in order, with the strategy's replacements after the leading system objects."""
-    by_id = {entry.message.id: entry for entry in entries}
+    by_id = {entry.message["id"]: entry for entry in entries}
     per_owner: dict[int, int] = {}
     for entry in entries:
         per_owner[entry.owner] = per_owner.get(entry.owner, 0) + 1
@@ -282,23 +291,42 @@ def fit(
     from ..core.host import shift_with_strategy
 
     messages = [entry.message for entry in entries]
-    kwargs: dict[str, Any] = {"strategy": options.strategy, **options.extra}
-    if options.embedder is not None:
-        kwargs["embedder"] = options.embedder
+    plain = options.strategy == "truncate" and options.embedder is None and options.extra.keys() <= _PLAIN_OPTIONS
+    kwargs: dict[str, Any] = dict(options.extra)
+    if not plain:
+        kwargs["strategy"] = options.strategy
+        if options.embedder is not None:
+            kwargs["embedder"] = options.embedder
+
+    def shift(count: Any, budget: int) -> ShiftResult:
+        # truncate is shift_context itself: called directly it reads old messages lazily (never building them)
+        if plain:
+            return shift_context(messages, count, budget, **kwargs)
+        return shift_with_strategy(messages, count, budget, **kwargs)
+
     budget = options.max_tokens
     if counter is None:
         profile = model if isinstance(model, TokenizerProfile) else get_tokenizer(model)
-        result = shift_with_strategy(messages, profile, budget, **kwargs)
+        result = shift(profile, budget)
         return assemble(items, entries, result, bridge), result
-    natives = {entry.message.id: entry.native if entry.native is not None else items[entry.owner] for entry in entries}
+    natives = {e.message["id"]: e.native if e.native is not None else items[e.owner] for e in entries}
     native = NativeCounter(counter, natives, bridge.replacement)
     lowered: list[int] = []
-    if items and native._checked(counter(list(items))) <= budget:
-        # Everything fits by the counter's own count: nothing leaves (S4), whatever the per-entry costs add up
-        # to (an object split in two entries is charged its framing twice).
-        budget = max(budget, native.total(messages))
-    for _ in range(MAX_REFITS):
-        result = shift_with_strategy(messages, native, budget, **kwargs)
+    if any(entry.parts is not None for entry in entries) and native._checked(counter(list(items))) <= budget:
+        # An object split in two entries is charged its framing twice, so their costs may add up to more than
+        # the counter's count of the object: when everything fits by that count, nothing leaves (S4).
+        budget = max(budget, native.total([Message.from_dict(m) for m in messages]))
+    for attempt in range(MAX_REFITS + 1):
+        try:
+            result = shift(native, budget)
+        except TokenBudgetExceeded as error:
+            if not lowered:
+                raise
+            # Lowered under what must stay: what must stay, alone (shifted to exactly its own cost).
+            budget = error.protected_tokens
+            lowered.append(budget)
+            result = shift(native, budget)
+            attempt = MAX_REFITS
         out = assemble(items, entries, result, bridge)
         real = native._checked(counter(list(out))) if out else 0
         if real <= options.max_tokens:
@@ -309,13 +337,14 @@ def fit(
                     f"{', '.join(map(str, lowered))} tokens"
                 )
             return out, replace(result, tokens=real, budget=options.max_tokens, diagnostics=notes)
-        budget -= max(1, real - options.max_tokens)
-        if budget <= 0:
+        if attempt >= MAX_REFITS or budget <= 1:
             break
+        # Down by the overshoot, twice as far each time: a few fits reach a budget that holds.
+        budget = max(1, budget - max(1, real - options.max_tokens) * 2**attempt)
         lowered.append(budget)
     raise TokenBudgetExceeded(
         real,
         options.max_tokens,
         f"The history still needs {real} tokens by the given counter after {len(lowered) + 1} fit(s) "
-        f"against a budget of {options.max_tokens}: the counter charges a list far more than its messages.",
+        f"against a budget of {options.max_tokens}: what must stay costs more than the budget as a list.",
     )

@@ -22,11 +22,11 @@ import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..core.messages import Message, ToolCall
+from ..core.messages import Message
 from ..core.shifting import ShiftResult
 from ..core.tokens import TokenizerProfile
 from . import IntegrationUnavailable
-from ._bridge import Bridge, Entry, FitOptions, ListCounter, fit, protect
+from ._bridge import Bridge, Entry, FitOptions, ListCounter, call, fit, protect
 
 try:
     from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -103,52 +103,73 @@ def _part(block: object) -> dict[str, Any]:
     return {"type": "text", "text": json.dumps(block, ensure_ascii=False, sort_keys=True, default=str)}
 
 
-def _content(content: object) -> str | tuple[dict[str, Any], ...]:
+def _content(content: object) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return tuple(_part(block) for block in content)
+        return [_part(block) for block in content]
     return "" if content is None else str(content)
 
 
-def _calls(message: AIMessage) -> tuple[ToolCall, ...]:
-    calls: list[ToolCall] = []
+def _calls(message: AIMessage) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for call in message.tool_calls:
-        call_id = call.get("id")
+    for tool_call in message.tool_calls:
+        call_id = tool_call.get("id")
         if isinstance(call_id, str) and call_id and call_id not in seen:
             seen.add(call_id)
-            args = json.dumps(call.get("args", {}), ensure_ascii=False, sort_keys=True, default=str)
-            calls.append(ToolCall(id=call_id, name=str(call.get("name") or ""), arguments=args))
+            args = json.dumps(tool_call.get("args", {}), ensure_ascii=False, sort_keys=True, default=str)
+            calls.append(call(call_id, str(tool_call.get("name") or ""), args))
     for invalid in message.invalid_tool_calls:
         call_id = invalid.get("id")
         if isinstance(call_id, str) and call_id and call_id not in seen:
             seen.add(call_id)
-            raw = invalid.get("args")
-            calls.append(ToolCall(id=call_id, name=str(invalid.get("name") or ""), arguments=str(raw or "")))
-    return tuple(calls)
+            calls.append(call(call_id, str(invalid.get("name") or ""), str(invalid.get("args") or "")))
+    return calls
 
 
-def to_message(message: BaseMessage, message_id: str) -> Message:
-    """The contextshift message of one LangChain message (what is counted and linked; never sent anywhere).
+def to_dict(message: BaseMessage, message_id: str) -> dict[str, Any]:
+    """The contextshift message dict (M2) of one LangChain message: what is counted and linked, never sent.
 
     Args:
         message: the LangChain message.
         message_id: the id it gets in the fit.
 
     Returns:
-        The message: role from the message type, content text and parts, tool calls (``tool_calls`` and
+        The dict: role from the message type, content text and parts, tool calls (``tool_calls`` and
         ``invalid_tool_calls`` with ids) or the answered ``tool_call_id``.
     """
-    content = _content(message.content)
-    name = message.name if isinstance(message.name, str) and message.name else None
+    out: dict[str, Any] = {"id": message_id, "content": _content(message.content)}
     if isinstance(message, ToolMessage):
-        return Message(role="tool", content=content, id=message_id, tool_call_id=message.tool_call_id or None)
+        out["role"] = "tool"
+        if message.tool_call_id:
+            out["tool_call_id"] = message.tool_call_id
+        return out
     if isinstance(message, AIMessage):
-        return Message(role="assistant", content=content, id=message_id, name=name, tool_calls=_calls(message))
-    kind = message.role if isinstance(message, ChatMessage) else message.type
-    role = _ROLES.get(kind, "tool" if kind == "function" else "user")
-    return Message(role=role, content=content, id=message_id, name=name)  # type: ignore[arg-type]
+        out["role"] = "assistant"
+        if message.tool_calls or message.invalid_tool_calls:
+            calls = _calls(message)
+            if calls:
+                out["tool_calls"] = calls
+    else:
+        kind = message.role if isinstance(message, ChatMessage) else message.type
+        out["role"] = _ROLES.get(kind, "tool" if kind == "function" else "user")
+    if isinstance(message.name, str) and message.name:
+        out["name"] = message.name
+    return out
+
+
+def to_message(message: BaseMessage, message_id: str) -> Message:
+    """The contextshift :class:`~contextshift.Message` of one LangChain message (see :func:`to_dict`).
+
+    Args:
+        message: the LangChain message.
+        message_id: the id it gets.
+
+    Returns:
+        The message.
+    """
+    return Message.from_dict(to_dict(message, message_id))
 
 
 def entries_of(messages: Sequence[BaseMessage], options: FitOptions) -> list[Entry]:
@@ -159,7 +180,11 @@ def entries_of(messages: Sequence[BaseMessage], options: FitOptions) -> list[Ent
         if ident is not None:
             counts[ident] = counts.get(ident, 0) + 1
     taken = set(counts)
-    current = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+    current = -1
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            current = index
+            break
     entries: list[Entry] = []
     for index, message in enumerate(messages):
         ident = own[index]
@@ -168,7 +193,7 @@ def entries_of(messages: Sequence[BaseMessage], options: FitOptions) -> list[Ent
             while ident in taken:
                 ident += "_"
             taken.add(ident)
-        converted = protect(to_message(message, ident), options, native_id=own[index], is_input=index == current)
+        converted = protect(to_dict(message, ident), options, native_id=own[index], is_input=index == current)
         entries.append(Entry(converted, index))
     return entries
 
@@ -421,5 +446,6 @@ __all__ = [
     "list_counter",
     "pre_model_hook",
     "shift_messages",
+    "to_dict",
     "to_message",
 ]

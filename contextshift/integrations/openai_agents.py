@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..core.messages import Message, ToolCall
+from ..core.messages import Message
 from ..core.shifting import ShiftResult
 from ..core.tokens import TokenizerProfile
 from . import IntegrationUnavailable
-from ._bridge import Bridge, Entry, FitOptions, fit, protect
+from ._bridge import Bridge, Entry, FitOptions, call, fit, protect
 
 try:
     from agents.memory.session import Session
@@ -69,7 +69,7 @@ def _text_of_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def _content(value: Any) -> str | tuple[dict[str, Any], ...]:
+def _content(value: Any) -> str | list[dict[str, Any]]:
     if isinstance(value, list):
         parts: list[dict[str, Any]] = []
         for part in value:
@@ -78,7 +78,7 @@ def _content(value: Any) -> str | tuple[dict[str, Any], ...]:
                 parts.append({"type": kind})
             else:
                 parts.append({"type": "text", "text": _text_of([part])})
-        return tuple(parts)
+        return parts
     return _text_of(value)
 
 
@@ -97,8 +97,8 @@ def _link_of(item: Any) -> tuple[str | None, bool]:
     return None, False
 
 
-def to_message(item: Any, message_id: str, chained: str | None = None) -> Message:
-    """The contextshift message of one input item (what is counted and linked; never sent anywhere).
+def to_dict(item: Any, message_id: str, chained: str | None = None) -> dict[str, Any]:
+    """The contextshift message dict (M2) of one input item: what is counted and linked, never sent.
 
     Args:
         item: the input item (a dict, as sessions store them, or an SDK model).
@@ -106,29 +106,48 @@ def to_message(item: Any, message_id: str, chained: str | None = None) -> Messag
         chained: a link id shared with a reasoning item just before it.
 
     Returns:
-        The message: a message item's role and content; a call as an assistant message with one tool call;
-        an output as a tool message answering it; anything else as an assistant message with its JSON text.
+        The dict: a message item's role and content; a call as an assistant message with one tool call; an
+        output as a tool message answering it; anything else as an assistant message with its JSON text.
     """
-    meta = {"tool_call_id": chained} if chained else {}
+    out: dict[str, Any] = {"id": message_id}
+    if chained:
+        out["meta"] = {"tool_call_id": chained}
     role = _field(item, "role")
     kind = _field(item, "type")
     if isinstance(role, str) and kind in (None, "message"):
-        mapped = _ROLES.get(role, "user")
-        return Message(role=mapped, content=_content(_field(item, "content")), id=message_id, meta=meta)  # type: ignore[arg-type]
+        out["role"] = _ROLES.get(role, "user")
+        out["content"] = _content(_field(item, "content"))
+        return out
     link, answers = _link_of(item)
     if link is not None and answers:
         text = _text_of(_field(item, "output")) or _text_of(_field(item, "approve"))
-        return Message(role="tool", content=text, id=message_id, tool_call_id=link)
+        return {"id": message_id, "role": "tool", "content": text, "tool_call_id": link}
     if isinstance(item, Mapping):
         body = {k: v for k, v in item.items() if k not in ("id", "type", "call_id", "status")}
     else:
         body = {"item": item}
     text = "\n".join(_text_of(body[k]) for k in _TEXT_KEYS if k in body) or _text_of_json(body)
+    out["role"] = "assistant"
     if link is not None:
         name = _field(item, "name")
-        call = ToolCall(id=link, name=name if isinstance(name, str) else str(kind or ""), arguments=text)
-        return Message(role="assistant", content="", id=message_id, tool_calls=(call,), meta=meta)
-    return Message(role="assistant", content=text, id=message_id, meta=meta)
+        out["content"] = ""
+        out["tool_calls"] = [call(link, name if isinstance(name, str) else str(kind or ""), text)]
+    else:
+        out["content"] = text
+    return out
+
+
+def to_message(item: Any, message_id: str) -> Message:
+    """The contextshift :class:`~contextshift.Message` of one input item (see :func:`to_dict`).
+
+    Args:
+        item: the input item.
+        message_id: the id it gets.
+
+    Returns:
+        The message.
+    """
+    return Message.from_dict(to_dict(item, message_id))
 
 
 def entries_of(items: Sequence[Any], options: FitOptions) -> list[Entry]:
@@ -160,9 +179,9 @@ def entries_of(items: Sequence[Any], options: FitOptions) -> list[Entry]:
             taken.add(ident)
         reasoning = _field(item, "type") == "reasoning"
         link = f"reasoning:{index}" if reasoning else None
-        message = to_message(item, ident, chained=link or chain)
+        message = to_dict(item, ident, chained=link or chain)
         chain = link
-        message = protect(message, options, native_id=own[index], is_input=index == current)
+        protect(message, options, native_id=own[index], is_input=index == current)
         entries.append(Entry(message, index))
     return entries
 

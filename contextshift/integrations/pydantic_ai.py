@@ -24,11 +24,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..core.messages import Message, ToolCall
+from ..core.messages import Message
 from ..core.shifting import ShiftResult
 from ..core.tokens import TokenizerProfile
 from . import IntegrationUnavailable
-from ._bridge import Bridge, Entry, FitOptions, fit, protect
+from ._bridge import Bridge, Entry, FitOptions, call, fit, protect
 
 try:
     from pydantic_ai.messages import (
@@ -78,24 +78,27 @@ def _call_id(part: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _response_message(message: ModelResponse, message_id: str) -> Message:
+def _response_message(message: ModelResponse, message_id: str) -> dict[str, Any]:
     texts: list[str] = []
-    calls: list[ToolCall] = []
+    calls: list[dict[str, Any]] = []
     seen: set[str] = set()
     for part in message.parts:
         call_id = _call_id(part)
         if call_id is not None and hasattr(part, "args_as_json_str"):
             if call_id not in seen:
                 seen.add(call_id)
-                calls.append(ToolCall(id=call_id, name=str(getattr(part, "tool_name", "")), arguments=_args(part)))
+                calls.append(call(call_id, str(getattr(part, "tool_name", "")), _args(part)))
             continue
         text = _text(part)
         if call_id is not None and call_id not in seen:  # a return in the response itself (a native tool)
-            calls.append(ToolCall(id=call_id, name="", arguments=text))
+            calls.append(call(call_id, "", text))
             seen.add(call_id)
         elif text:
             texts.append(text)
-    return Message(role="assistant", content="\n".join(texts), id=message_id, tool_calls=tuple(calls))
+    out: dict[str, Any] = {"id": message_id, "role": "assistant", "content": "\n".join(texts)}
+    if calls:
+        out["tool_calls"] = calls
+    return out
 
 
 def _args(part: object) -> str:
@@ -103,7 +106,7 @@ def _args(part: object) -> str:
     return str(render()) if callable(render) else ""
 
 
-def _request_message(parts: Sequence[Any], message_id: str) -> Message:
+def _request_message(parts: Sequence[Any], message_id: str) -> dict[str, Any]:
     content: list[dict[str, Any]] = []
     system = returns = others = 0
     for part in parts:
@@ -121,7 +124,7 @@ def _request_message(parts: Sequence[Any], message_id: str) -> Message:
             others += 1
             content.append({"type": "text", "text": _text(part)})
     role = "system" if system and not (returns or others) else "tool" if returns and not others else "user"
-    return Message(role=role, content=tuple(content), id=message_id)  # type: ignore[arg-type]
+    return {"id": message_id, "role": role, "content": content}
 
 
 def _has_user_prompt(message: ModelMessage) -> bool:
@@ -137,7 +140,7 @@ def entries_of(messages: Sequence[ModelMessage], options: FitOptions) -> list[En
     entries: list[Entry] = []
     for index, message in enumerate(messages):
         ident = f"pai-{index}"
-        units: list[tuple[str, tuple[int, ...] | None, Message]] = []
+        units: list[tuple[str, tuple[int, ...] | None, dict[str, Any]]] = []
         if isinstance(message, ModelResponse):
             units.append((ident, None, _response_message(message, ident)))
         else:
@@ -151,10 +154,10 @@ def entries_of(messages: Sequence[ModelMessage], options: FitOptions) -> list[En
             else:
                 units.append((ident, None, _request_message(parts, ident)))
         for _unit_id, unit_parts, converted in units:
-            is_input = index == current and converted.role != "system"
-            converted = protect(converted, options, native_id=None, is_input=is_input)
-            if index == last and not converted.pinned:
-                converted = dataclasses.replace(converted, pinned=True)
+            is_input = index == current and converted["role"] != "system"
+            protect(converted, options, native_id=None, is_input=is_input)
+            if index == last:
+                converted["pinned"] = True
             native = message if unit_parts is None else _rebuild(message, unit_parts)
             entries.append(Entry(converted, index, unit_parts, native))
     return entries
