@@ -26,7 +26,7 @@ from ..core.messages import Message
 from ..core.shifting import ShiftResult
 from ..core.tokens import TokenizerProfile
 from . import IntegrationUnavailable
-from ._bridge import Bridge, Entry, FitOptions, ListCounter, call, fit, protect
+from ._bridge import Bridge, Entry, FitOptions, ListCounter, call, fit
 
 try:
     from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -139,23 +139,29 @@ def to_dict(message: BaseMessage, message_id: str) -> dict[str, Any]:
         The dict: role from the message type, content text and parts, tool calls (``tool_calls`` and
         ``invalid_tool_calls`` with ids) or the answered ``tool_call_id``.
     """
-    out: dict[str, Any] = {"id": message_id, "content": _content(message.content)}
-    if isinstance(message, ToolMessage):
+    content = message.content
+    # Dispatch on the type string: one look per message (this runs for every message of a long history).
+    kind = message.type
+    out: dict[str, Any] = {"id": message_id, "content": content if type(content) is str else _content(content)}
+    if kind == "tool" and isinstance(message, ToolMessage):
         out["role"] = "tool"
         if message.tool_call_id:
             out["tool_call_id"] = message.tool_call_id
         return out
-    if isinstance(message, AIMessage):
+    if kind == "ai" and isinstance(message, AIMessage):
         out["role"] = "assistant"
         if message.tool_calls or message.invalid_tool_calls:
             calls = _calls(message)
             if calls:
                 out["tool_calls"] = calls
+    elif kind in _ROLES:
+        out["role"] = _ROLES[kind]
     else:
-        kind = message.role if isinstance(message, ChatMessage) else message.type
-        out["role"] = _ROLES.get(kind, "tool" if kind == "function" else "user")
-    if isinstance(message.name, str) and message.name:
-        out["name"] = message.name
+        role = message.role if isinstance(message, ChatMessage) else kind
+        out["role"] = _ROLES.get(role, "tool" if role == "function" else "user")
+    name = message.name
+    if name and type(name) is str:
+        out["name"] = name
     return out
 
 
@@ -174,28 +180,43 @@ def to_message(message: BaseMessage, message_id: str) -> Message:
 
 def entries_of(messages: Sequence[BaseMessage], options: FitOptions) -> list[Entry]:
     """One entry per message, ids from the messages' own ids where they are unique (``lc-<index>`` otherwise)."""
-    own = [m.id if isinstance(m.id, str) and m.id else None for m in messages]
-    counts: dict[str, int] = {}
-    for ident in own:
-        if ident is not None:
-            counts[ident] = counts.get(ident, 0) + 1
-    taken = set(counts)
+    own = [m.id for m in messages]
+    unique = {i for i in own if i} if len(set(own)) == len(own) else _unique_ids(own)
+    taken = set(unique)
     current = -1
     for index in range(len(messages) - 1, -1, -1):
         if isinstance(messages[index], HumanMessage):
             current = index
             break
+    pinned_ids, roles = options.pinned_ids, options.protected_roles
+    free_system = "system" not in roles
     entries: list[Entry] = []
+    append = entries.append
+    # The loop runs once per message of a long history: protect() inlined, one dict per message.
     for index, message in enumerate(messages):
         ident = own[index]
-        if ident is None or counts[ident] > 1:
+        if ident not in unique or type(ident) is not str:
             ident = f"lc-{index}"
             while ident in taken:
                 ident += "_"
             taken.add(ident)
-        converted = protect(to_dict(message, ident), options, native_id=own[index], is_input=index == current)
-        entries.append(Entry(converted, index))
+        converted = to_dict(message, ident)
+        role = converted["role"]
+        if role in roles or (pinned_ids and own[index] in pinned_ids):
+            converted["pinned"] = True
+        if free_system and role == "system":
+            converted["source"] = "history"
+        append(Entry(converted, index))
+    if current >= 0 and options.protect_input:
+        entries[current].message["source"] = "input"
     return entries
+
+
+def _unique_ids(ids: Sequence[str | None]) -> set[str | None]:
+    counts: dict[str | None, int] = {}
+    for ident in ids:
+        counts[ident] = counts.get(ident, 0) + 1
+    return {ident for ident, n in counts.items() if ident and n == 1}
 
 
 def _replacement(message: Message) -> BaseMessage:
