@@ -2,8 +2,8 @@
 
 Run from the project root:
 
-    .venv/bin/python -m benchmarks.integrations           # 1k and 10k messages, writes benchmarks/results/integrations.md
-    .venv/bin/python -m benchmarks.integrations --quick   # CI smoke: fewer runs, writes nothing by default
+    .venv/bin/python -m benchmarks.integrations          # 1k/10k, writes benchmarks/results/integrations.md
+    .venv/bin/python -m benchmarks.integrations --quick  # CI smoke: fewer runs, writes nothing by default
 
 Both sides get the same LangChain messages, built outside the timed region from the deterministic conversation
 of ``benchmarks/conversations.py``: a system prompt, user and assistant turns, and about one assistant turn in
