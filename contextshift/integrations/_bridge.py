@@ -45,6 +45,20 @@ MAX_REFITS = 8
 _PLAIN_OPTIONS = frozenset({"per_message_overhead"})
 
 
+def additive(counter: ListCounter) -> ListCounter:
+    """Mark a list counter as the sum of its per-message counts (a per-message callable summed): the fit
+    then takes its own sum as the list's count instead of counting the fitted list again.
+
+    Args:
+        counter: the list counter.
+
+    Returns:
+        The same counter, marked.
+    """
+    counter.contextshift_additive = True  # type: ignore[attr-defined]
+    return counter
+
+
 def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     """A tool call in the OpenAI dict shape shifting reads without building anything."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -312,6 +326,7 @@ def fit(
     natives = {e.message["id"]: e.native if e.native is not None else items[e.owner] for e in entries}
     native = NativeCounter(counter, natives, bridge.replacement)
     lowered: list[int] = []
+    summed = getattr(counter, "contextshift_additive", False) is True and all(e.parts is None for e in entries)
     if any(entry.parts is not None for entry in entries) and native._checked(counter(list(items))) <= budget:
         # An object split in two entries is charged its framing twice, so their costs may add up to more than
         # the counter's count of the object: when everything fits by that count, nothing leaves (S4).
@@ -328,7 +343,9 @@ def fit(
             result = shift(native, budget)
             attempt = MAX_REFITS
         out = assemble(items, entries, result, bridge)
-        real = native._checked(counter(list(out))) if out else 0
+        # A summed per-message counter's count of the list is the shift's own sum: no second count.
+        recount = not summed or bool(result.truncated)
+        real = (native._checked(counter(list(out))) if out else 0) if recount else result.tokens
         if real <= options.max_tokens:
             notes = list(result.diagnostics)
             if lowered:

@@ -26,7 +26,7 @@ from ..core.messages import Message
 from ..core.shifting import ShiftResult
 from ..core.tokens import TokenizerProfile
 from . import IntegrationUnavailable
-from ._bridge import Bridge, Entry, FitOptions, ListCounter, call, fit
+from ._bridge import Bridge, Entry, FitOptions, ListCounter, additive, call, fit
 
 try:
     from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -86,7 +86,7 @@ def list_counter(token_counter: TokenCounterLike) -> ListCounter:
         def summed(messages: list[BaseMessage]) -> int:
             return sum(per_message(m) for m in messages)  # type: ignore[arg-type, misc]
 
-        return summed
+        return additive(summed)
     return token_counter  # type: ignore[return-value]
 
 
