@@ -238,10 +238,13 @@ def history_processor(
         The processor: ``Agent(history_processors=[p])`` (1.x) or ``ProcessHistory(p)`` (2.x).
 
     Raises:
-        ValueError: both ``token_counter`` and ``model``, a bad budget or an unknown protected role.
+        ValueError: both ``token_counter`` and ``model``, ``pinned_ids`` (Pydantic AI messages have no ids), a
+            bad budget or an unknown protected role.
     """
     if token_counter is not None and model is not None:
         raise ValueError("give token_counter or model, not both")
+    if options.get("pinned_ids"):
+        raise ValueError("Pydantic AI messages have no ids to pin: use protected_roles or protect_input")
     return HistoryProcessor(FitOptions.make(max_tokens, strategy=strategy, **options), token_counter, model)
 
 

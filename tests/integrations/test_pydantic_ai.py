@@ -165,6 +165,8 @@ def test_too_small_a_budget_is_refused_and_bad_arguments_before_counting() -> No
         history_processor(max_tokens=20, token_counter=count)(conversation())
     with pytest.raises(ValueError, match="not both"):
         history_processor(max_tokens=20, token_counter=count, model="gpt-4o")
+    with pytest.raises(ValueError, match="no ids to pin"):
+        history_processor(max_tokens=20, pinned_ids=["x"])
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
