@@ -235,3 +235,18 @@ async def test_an_agent_run_over_a_local_socket_is_fitted_before_every_model_cal
     stored = await inner.get_items()
     # the history, the input, two rounds of the fake's echo text + call + output, the answer: nothing dropped
     assert len(stored) == 160 + 1 + 2 * 3 + 1
+
+
+async def test_a_summary_is_read_from_a_fitted_session_but_never_stored() -> None:
+    inner = SQLiteSession("s2")
+    await inner.add_items(stored_history(30))
+    session = FittedSession(inner, max_tokens=600, token_counter=count, strategy="summarize")
+
+    fitted = await session.get_items()
+
+    assert fitted[0]["role"] == "system" and fitted[0]["content"].startswith("[Summary")
+    assert count(fitted) <= 600 and orphans(fitted) == []
+    result = session.last_result
+    assert result is not None and len(result.truncated) == 1
+    stored = await inner.get_items()
+    assert len(stored) == 120 and all(not str(i.get("content", "")).startswith("[Summary") for i in stored)
