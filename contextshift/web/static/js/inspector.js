@@ -3,7 +3,7 @@
 
 import { ApiError, optional, post } from "./api.js";
 import { badge, checkbox, duration, h, num, pct, replace, shorten, when } from "./dom.js";
-import { compactionWords, errorWords, REASON_WORDS, TRIGGER_WORDS } from "./words.js";
+import { compactionWords, errorWords, REASON_WORDS, rejectionWords, TRIGGER_WORDS } from "./words.js";
 import { promptCounts, subtotals } from "./marks.js";
 
 // -- session status --------------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ export async function renderStatus(panel, ctx) {
               ? `Compacted ${num(answer.message_count)} messages into a summary.`
               : answer.status === "noop"
                 ? "Nothing to compact: the history is already short."
-                : `Compaction failed${answer.error_code ? `: ${errorWords(answer.error_code, answer.error_code)}` : "."}`;
+                : `Compaction failed${answer.error_code ? `: ${errorWords(answer.error_code, answer.error_code)}` : ""}${answer.reason ? `: ${rejectionWords(answer.reason)}.` : "."}`;
           replace(result, h(`p.${answer.status === "error" ? "error-text" : "ok-text"}`, { role: "status" }, words));
           await ctx.refreshAll();
         } catch (error) {
@@ -346,10 +346,13 @@ export function promptView(data, kind, ctx) {
       h(
         "p.tokenizer-line",
         "Tokenizer ",
-        h("code", tokenizer.profile || "?"),
-        " ",
-        tokenizer.approximate ? badge("approximate", "warn") : badge("exact", "ok"),
-        data.calibration && data.calibration.calls ? [" ", h("span.calibration-label", data.calibration.label)] : null,
+        // The profile "approximate" is named once: by the badge, or by the calibration label that starts with it.
+        tokenizer.profile === "approximate" ? null : [h("code", tokenizer.profile || "?"), " "],
+        data.calibration && data.calibration.calls
+          ? h("span.calibration-label", data.calibration.label)
+          : tokenizer.approximate
+            ? badge("approximate", "warn")
+            : badge("exact", "ok"),
         " · strategy ",
         h("code", data.context_strategy || "?"),
       ),

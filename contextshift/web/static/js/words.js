@@ -69,4 +69,16 @@ export function compactionWords(reason) {
   return COMPACTION_REASONS[reason] || String(reason).replace(/_/g, " ");
 }
 
+/** Why the summary check refused a compaction's summary (core/compaction/plausibility.py), in plain words. */
+export const REJECTION_WORDS = {
+  other_script: "the summary is written in another alphabet than the conversation",
+  other_language: "the summary is in another language than the conversation",
+  few_facts: "the summary keeps too few of the conversation's names and numbers",
+  refusal: "the model refused to summarize instead of writing a summary",
+};
+
+export function rejectionWords(reason) {
+  return REJECTION_WORDS[reason] || reason;
+}
+
 export const TRIGGER_WORDS = { background: "automatic (after a turn)", sync: "automatic (before a turn)", manual: "manual" };
