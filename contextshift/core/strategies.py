@@ -16,8 +16,6 @@ from .embedding import similarities
 from .errors import UnknownStrategy
 from .groups import Group
 from .messages import Message
-from .recall import current_input, query_words, recall
-from .relevance import bm25_relevance
 from .request import Strategy, StrategyRequest
 from .shifting import (
     Counter,
@@ -120,6 +118,8 @@ SHORT_QUERY = 3
 def _summary_query(messages: Sequence[Message], outcome: Removal) -> str:
     """What the summary's sentences are scored against: the current input, and with a short input (such
     as "and the other one?") the two newest turns that stay in the prompt as well."""
+    from .recall import current_input, query_words  # loads bm25s: on first use, not on import (N4)
+
     query = current_input(messages)
     if len(query_words(query)) >= SHORT_QUERY:
         return query
@@ -175,6 +175,9 @@ def vector_recall(request: StrategyRequest) -> ShiftResult:
     A block without a relevance from retrieval gets BM25's against the current input; with an embedder, the
     greater of that and its cosine similarity in meaning (below 0 counts as 0).
     """
+    from .recall import current_input  # loads bm25s: on first use, not on import (N4)
+    from .relevance import bm25_relevance
+
     prompt = _prompt(request)
     messages = prompt.messages
     relevance: dict[int, float] = {}
@@ -254,6 +257,18 @@ def manual(request: StrategyRequest) -> ShiftResult:
     if removed:
         diagnostics.append(f"manual selection excluded {len(removed)} message(s)")
     return build_result(prompt, outcome, request.budget, strategy="manual", diagnostics=diagnostics)
+
+
+# -- recall (G4a) -----------------------------------------------------------------------------------------
+
+
+def recall(request: StrategyRequest) -> ShiftResult:
+    """Bring back the excluded history the current input needs (``contextshift.core.recall``)."""
+    # Imported here, not at the top: recall loads bm25s and numpy, which ``import contextshift`` must not
+    # pay for when the strategy is never used (N4).
+    from .recall import recall as run
+
+    return run(request)
 
 
 # -- registry (G1) ----------------------------------------------------------------------------------------

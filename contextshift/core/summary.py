@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .messages import Message
-from .relevance import bm25_term_scores, terms
 from .vocabulary import SUMMARY_HEADER
 
 MAX_SENTENCE_CHARS = 240
@@ -170,6 +169,7 @@ def _by_relevance(units: list[_Unit], query: str, count: Callable[[str], int]) -
     not relevant keep at most ``PER_SHAPE`` of each shape.
     """
     from .recall import query_words  # the same query analysis as the recall strategy
+    from .relevance import bm25_term_scores, terms  # loads bm25s: on first use, not on import (N4)
 
     words = sorted(set(query_words(query)))
     if not words:
