@@ -29,7 +29,7 @@ from .shifting import (
 )
 from .summary import extractive_summary
 from .tokens import TokenizerProfile, message_costs, prompt_tokens
-from .vocabulary import CONTEXT_SHIFT, LOW_RELEVANCE, MANUAL, SUMMARIZED
+from .vocabulary import CONTEXT_SHIFT, LOW_RELEVANCE, MANUAL, SUMMARIZED, SUMMARY_HEADER
 
 STRATEGY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 RETRIEVED_SOURCES = frozenset({"lorebook", "memory"})
@@ -116,11 +116,12 @@ def summarize(request: StrategyRequest) -> ShiftResult:
     """Replace the dropped history with one extractive summary placed before the current input."""
     prompt = _prompt(request)
     budget = request.budget
-    if prompt.fixed + sum(prompt.costs) <= budget:
+    costs = prompt.costs
+    if prompt.fixed + sum(costs) <= budget:
         return build_result(prompt, shift_prompt(prompt, budget), budget, strategy="summarize")
     probe = Message(role="system", content="", source="summary")
     overhead = message_costs([probe], request.count_tokens, request.per_message_overhead)[0][0]
-    protected = prompt.fixed + sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
+    protected = prompt.fixed + sum(costs[p] for p in prompt.protected_members)  # every protected group's members
     target = min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, int(budget * SUMMARY_SHARE)))
     target = min(target, budget - protected - overhead)
     if target >= SUMMARY_MIN_TOKENS:
@@ -135,10 +136,45 @@ def summarize(request: StrategyRequest) -> ShiftResult:
         if summary_text is not None:
             result = _with_summary(prompt, request, outcome, sources, summary_text)
             if result is not None:
-                return result
+                plain = shift_prompt(prompt, budget)
+                held, displaced, wanted = _input_matches(prompt, summary_text, outcome, plain)
+                if held >= displaced:
+                    return result
+                notes = [
+                    *excluded_note(len(plain.removed)),
+                    f"with a context summary the history would hold {held} of the current input's {wanted} search "
+                    f"words, with the newest turns it displaces {displaced}: the turns were kept instead",
+                ]
+                return build_result(prompt, plain, budget, strategy="summarize", diagnostics=notes)
     outcome = shift_prompt(prompt, budget)
     notes = [*excluded_note(len(outcome.removed)), "no room for a context summary; oldest history was dropped instead"]
     return build_result(prompt, outcome, budget, strategy="summarize", diagnostics=notes)
+
+
+def _input_matches(prompt: Prompt, summary: str, outcome: Removal, plain: Removal) -> tuple[int, int, int]:
+    """How many of the current input's search words the prompt's history holds with the summary, how many
+    it holds with the newest turns the summary displaces instead, and how many there are.
+
+    The displaced turns are those a plain shift (``plain``, what ``truncate`` keeps) keeps but the summary's
+    room (``outcome``) leaves out; the rest of the history (unprotected messages) is the same on both sides.
+    Protected messages, the current input among them, are left out of both counts: they are in both.
+    ``summarize`` keeps the summary only when the first count is at least the second, so its prompt never
+    holds fewer of what the input asks about than ``truncate``'s, by construction (issue 23).
+    """
+    from .recall import current_input, query_words  # loads bm25s: on first use, not on import (N4)
+    from .relevance import terms
+
+    wanted = set(query_words(current_input(prompt.messages)))
+    kept = set(outcome.kept)
+    displaced = [prompt.messages[p].text for p in plain.kept if p not in kept]
+    if not wanted or not displaced:
+        return 0, 0, len(wanted)
+    messages = prompt.messages
+    history = [messages[p].text for p in outcome.kept if not messages[p].protected]
+    both = wanted.intersection(*terms(["\n".join(history)]))
+    with_summary = both | wanted.intersection(*terms([summary.removeprefix(SUMMARY_HEADER)]))
+    with_turns = both | wanted.intersection(*terms(["\n".join(displaced)]))
+    return len(with_summary), len(with_turns), len(wanted)
 
 
 #: An input with fewer search words than this is read together with the newest turns kept.
