@@ -242,9 +242,11 @@ def _restated(
     low, high = SAME_STATEMENT * size - 1e-9, size / SAME_STATEMENT + 1e-9
     for other in rarest[start : start + RESTATEMENT_REACH]:
         theirs = words_of[other]
-        if not low <= len(theirs) <= high or other in questions:
+        count = len(theirs)
+        if not low <= count <= high or other in questions or not matched <= theirs:
             continue
-        if matched <= theirs and theirs - mine and mine - theirs and _overlap(mine, theirs) >= SAME_STATEMENT:
+        shared = len(mine & theirs)  # it adds a word, drops one, and shares enough (_overlap's share)
+        if count > shared and size > shared and shared / (size + count - shared) >= SAME_STATEMENT:
             return True
     return False
 
@@ -340,11 +342,13 @@ def _near_duplicate(unit: _Unit, chosen: Sequence[_Unit], holding: Mapping[str, 
     mine = unit.terms
     if not mine:
         return False
-    shared: Tally[int] = Tally()
+    shared: dict[int, int] = {}  # a plain dict: a Counter costs more to make than this loop on a few lines
+    get = shared.get
     for word in mine:
         lines = holding.get(word)
         if lines:
-            shared.update(lines)
+            for line in lines:
+                shared[line] = get(line, 0) + 1
     size = len(mine)
     return any(n / (size + len(chosen[c].terms) - n) > NEAR_DUPLICATE for c, n in shared.items())
 
