@@ -109,6 +109,10 @@ class Bench:
         baseline: Row | None,
         setup: Callable[[], None] | None = None,
     ) -> Row:
+        # A warm row: one call first fills the caches (measure() takes a first call slower than 10 s as its
+        # only sample, which would then be a cold one).
+        if setup is None:
+            call()
         timing = measure(call, max_runs=self.cfg.max_runs, setup=setup, warmup=self.cfg.warmup)
         result: ShiftResult = timing.result
         # tracemalloc slows a call several-fold: a call over 5 s gets no memory run.

@@ -376,14 +376,17 @@ def extractive_summary(
     used = header
     lead = SUMMARY_HEADER + "\n"  # a line's cost is what it adds to the header (as _render joins them)
     for unit in ranked:
+        # Both tests must pass and neither has side effects: the cheaper one first (once the summary is
+        # nearly full, most lines no longer fit, and then their words need not be compared).
+        cost = count(lead + _line(unit, with_workspace)) - header
+        if used + cost > target_tokens:
+            continue
         if _near_duplicate(unit, chosen, holding):
             continue  # says again what a better line already says
-        cost = count(lead + _line(unit, with_workspace)) - header
-        if used + cost <= target_tokens:
-            for word in unit.terms:
-                holding.setdefault(word, []).append(len(chosen))
-            chosen.append(unit)
-            used += cost
+        for word in unit.terms:
+            holding.setdefault(word, []).append(len(chosen))
+        chosen.append(unit)
+        used += cost
     if not chosen:
         best = ranked[0]
         words = best.text.rstrip(ELLIPSIS).split(" ")
