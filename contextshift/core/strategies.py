@@ -113,7 +113,12 @@ def _unique_id(base: str, taken: set[str]) -> str:
 
 
 def summarize(request: StrategyRequest) -> ShiftResult:
-    """Replace the dropped history with one extractive summary placed before the current input."""
+    """Replace the dropped history with one extractive summary placed before the current input.
+
+    The summary's room displaces the newest turns a plain shift would keep; when the history with the
+    summary would hold fewer of the current input's search words than with those turns, the turns stay and
+    no summary is made, so ``summarize`` is never below ``truncate`` on what the input asks about.
+    """
     prompt = _prompt(request)
     budget = request.budget
     costs = prompt.costs
