@@ -13,8 +13,10 @@ timed region, with the same counter (``len(text)//4`` plus 4 a message) and budg
 analysis of each message's sentences by text (a chat shifts the same history turn after turn), so it gets two
 rows: warm (repeated calls, as a chat's turns are) and cold (every cache emptied before each call).
 
-Medians of up to 7 timed runs after a warm-up (fewer for slow calls), the garbage collector paused inside
-timed calls; peak memory is tracemalloc's peak of one more call, in a run of its own. Ratios are taken within
+``shift_context``, ``truncate``, ``vector-recall`` and ``manual`` are timed in turns (21 rounds, one call of
+each a round), so the load of the shared machine falls on them alike; the slow strategies get medians of up
+to 7 timed runs after a warm-up (fewer for slow calls). The garbage collector is paused inside timed calls;
+peak memory is tracemalloc's peak of one more call, in a run of its own. Ratios are taken within
 one run (the machine is shared: absolute times move with its load, ratios much less). Timings are printed and
 written, never asserted.
 """
@@ -22,6 +24,8 @@ written, never asserted.
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import os
 import platform
 import sys
@@ -33,10 +37,12 @@ from pathlib import Path
 from contextshift import Message, ShiftResult, __version__, shift_context, shift_with_strategy
 
 from . import conversations as conv
-from .report import Row, load_note, markdown_table, measure, peak_mib, say, text_table
+from .report import Row, Timing, frozen_heap, load_note, markdown_table, measure, peak_mib, say, text_table
 
 RESULTS = Path(__file__).resolve().parent / "results" / "strategies.md"
 STRATEGIES = ("truncate", "summarize", "vector-recall", "manual", "recall")
+#: The strategies timed in turns with ``shift_context`` (each call takes milliseconds).
+FAST = ("truncate", "vector-recall", "manual")
 BUDGET = 8_000
 BASELINE = "shift_context"
 COLD = "summarize (cold caches)"
@@ -48,6 +54,7 @@ class Config:
     sizes: tuple[int, ...]
     max_runs: int
     warmup: float
+    rounds: int  # turns of the interleaved fast rows
     markdown: Path | None
 
     @classmethod
@@ -68,6 +75,7 @@ class Config:
             sizes=sizes,
             max_runs=3 if args.quick else 7,
             warmup=0.2 if args.quick else 0.5,
+            rounds=5 if args.quick else 21,
             markdown=args.markdown if args.quick else (args.markdown or RESULTS),
         )
 
@@ -114,6 +122,17 @@ class Bench:
         if setup is None:
             call()
         timing = measure(call, max_runs=self.cfg.max_runs, setup=setup, warmup=self.cfg.warmup)
+        return self.record(case, messages, call, timing, baseline, setup)
+
+    def record(
+        self,
+        case: str,
+        messages: list[Message],
+        call: Callable[[], ShiftResult],
+        timing: Timing,
+        baseline: Row | None,
+        setup: Callable[[], None] | None = None,
+    ) -> Row:
         result: ShiftResult = timing.result
         # tracemalloc slows a call several-fold: a call over 5 s gets no memory run.
         peak = peak_mib(call, setup) if timing.median < 5 else None
@@ -127,13 +146,42 @@ class Bench:
         say(f"  {case:<24} {len(messages):>7,}  {row.median_ms:>10.2f} ms  peak {peak or 0:>7.1f} MiB")
         return row
 
+    def interleaved(self, messages: list[Message], calls: dict[str, Callable[[], ShiftResult]]) -> list[Row]:
+        """Rows for fast calls timed in turns (a, b, c, a, b, c, ...), so that a change in the shared
+        machine's load falls on all of them alike and their ratios hold."""
+        samples: dict[str, list[float]] = {case: [] for case in calls}
+        results: dict[str, ShiftResult] = {}
+        with frozen_heap():
+            for case, call in calls.items():  # warm-up
+                results[case] = call()
+            for _ in range(self.cfg.rounds):
+                for case, call in calls.items():
+                    gc.collect()
+                    gc.disable()
+                    try:
+                        start = time.perf_counter()
+                        result = call()
+                        samples[case].append(time.perf_counter() - start)
+                    finally:
+                        gc.enable()
+                    results[case] = result  # the previous result is freed here, outside the timed region
+        rows: list[Row] = []
+        for case, call in calls.items():
+            timing = Timing(samples[case], results[case])
+            baseline = rows[0] if rows else None
+            rows.append(self.record(case, messages, call, timing, baseline))
+        return rows
+
     def size(self, n: int) -> None:
         messages = conv.to_messages(conv.generate(n))
-        base = self.row(BASELINE, messages, lambda: shift_context(messages, quarter, BUDGET), None)
+        fast = {BASELINE: lambda: shift_context(messages, quarter, BUDGET)}
+        for name in FAST:
+            fast[name] = functools.partial(shift_with_strategy, messages, quarter, BUDGET, strategy=name)
+        base = self.interleaved(messages, fast)[0]
         for name in STRATEGIES:
-            self.row(
-                name, messages, lambda name=name: shift_with_strategy(messages, quarter, BUDGET, strategy=name), base
-            )
+            if name in FAST:
+                continue
+            self.row(name, messages, functools.partial(shift_with_strategy, messages, quarter, BUDGET, strategy=name), base)
             if name == "summarize":
                 self.row(
                     COLD,
@@ -198,7 +246,9 @@ def markdown(bench: Bench, targets: list[tuple[bool, str]], elapsed: float) -> s
         f"message, budget {BUDGET:,}. `shift_context` is the baseline; every other row is "
         "`shift_with_strategy(..., strategy=<case>)`. `summarize (cold caches)` empties the caches filled by "
         "message text before each call; the `summarize` row is a chat's next turn over the same history. "
-        "Median of up to 7 timed runs after a warm-up, garbage collector paused in timed calls; peak MiB is "
+        "`shift_context`, `truncate`, `vector-recall` and `manual` are timed in turns (a call of each a round, "
+        "medians of the rounds), so the shared machine's load falls on them alike; the others get the median of "
+        "up to 7 timed runs after a warm-up. Garbage collector paused in timed calls; peak MiB is "
         "tracemalloc's peak of one more call. `time ÷ contextshift` is the time over `shift_context`'s.",
         "",
         markdown_table(bench.rows),
