@@ -181,7 +181,9 @@ class Bench:
         for name in STRATEGIES:
             if name in FAST:
                 continue
-            self.row(name, messages, functools.partial(shift_with_strategy, messages, quarter, BUDGET, strategy=name), base)
+            self.row(
+                name, messages, functools.partial(shift_with_strategy, messages, quarter, BUDGET, strategy=name), base
+            )
             if name == "summarize":
                 self.row(
                     COLD,
