@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-import numpy as np
-
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -55,6 +53,8 @@ def similarities(embedder: Embedder, query: str, documents: Sequence[str]) -> li
     """
     if not documents:
         return []
+    import numpy as np  # on first use: ``import contextshift`` does not load numpy (N4)
+
     vectors = np.asarray(embedder.embed([query, *documents]), dtype=np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != len(documents) + 1:
         raise ValueError(f"embedder {embedder.name!r} returned {vectors.shape} for {len(documents) + 1} texts")

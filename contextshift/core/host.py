@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from .embedding import Embedder
 from .errors import TokenBudgetExceeded, UnknownStrategy
@@ -26,7 +27,7 @@ from .shifting import (
     shift_prompt,
 )
 from .standing import active_standing, protect_standing, restore_standing
-from .strategies import BUILTIN_STRATEGIES, ContextStrategyRegistry, truncate
+from .strategies import BUILTIN_STRATEGIES, ContextStrategyRegistry, run_builtin, truncate
 from .timeouts import PluginFailed as StrategyFailed
 from .timeouts import call_with_timeout
 from .vocabulary import (
@@ -55,14 +56,28 @@ def _run(strategy: Strategy, request: StrategyRequest, timeout: float) -> ShiftR
 
 
 def _well_formed(message: object) -> bool:
-    """A real ``Message`` whose fields have the types the rest of the host relies on."""
-    if not isinstance(message, Message) or not isinstance(message.id, str) or not isinstance(message.meta, Mapping):
+    """A real ``Message`` whose fields have the types the rest of the host relies on.
+
+    Each field's exact type is tried first (what ``Message`` itself stores), the ``isinstance`` of an ABC
+    (several microseconds) only when that fails: this runs once per message of a result.
+    """
+    if type(message) is not Message and not isinstance(message, Message):
+        return False
+    if type(message.id) is not str and not isinstance(message.id, str):
+        return False
+    meta = message.meta
+    if type(meta) is not MappingProxyType and not isinstance(meta, Mapping):
         return False
     content = message.content
-    parts_ok = isinstance(content, tuple) and all(isinstance(p, Mapping) for p in content)
-    if not (content is None or isinstance(content, str) or parts_ok):
+    if content is not None and type(content) is not str and not isinstance(content, str):
+        if not isinstance(content, tuple):
+            return False
+        if not all(type(p) is MappingProxyType or isinstance(p, Mapping) for p in content):
+            return False
+    calls = message.tool_calls
+    if type(calls) is not tuple and not isinstance(calls, tuple):
         return False
-    return isinstance(message.tool_calls, tuple) and all(isinstance(c, ToolCall) for c in message.tool_calls)
+    return all(type(c) is ToolCall or isinstance(c, ToolCall) for c in calls)
 
 
 def _messages(items: object, what: str) -> list[Message]:
@@ -209,12 +224,14 @@ def _unprotected(message: Message) -> Message:
 
 
 def _heal_groups(prompt: Prompt, kept_ids: set[str]) -> list[str]:
-    """Ids of kept members of groups the strategy split; they leave with the rest of their group."""
+    """Ids of kept members of groups the strategy split; they leave with the rest of their group.
+
+    Only groups of more than one message can be split, so only those are looked at."""
     broken: list[str] = []
-    for group in prompt.groups:
-        ids = [prompt.messages[p].id for p in group.members]
-        present = [i for i in ids if i in kept_ids]
-        if present and len(present) != len(ids):
+    ids = prompt.ids
+    for members in prompt.multi.values():
+        present = [ids[p] for p in members if ids[p] in kept_ids]
+        if present and len(present) != len(members):
             broken.extend(present)
     return broken
 
@@ -263,11 +280,11 @@ def _finish(
         if final.messages[p].id in prompt.position:
             excluded_order.setdefault(final.messages[p].id)
     final_kept = {m.id for m in kept}
-    groups, owner = prompt.groups, prompt.owner  # built once: asking per message was quadratic
+    protected = set(prompt.protected_members)  # every member of a protected group
     for position, message in enumerate(prompt.messages):
         mid = message.id
         if mid in final_kept:
-            if groups[owner[position]].protected:
+            if position in protected:
                 reasons[mid] = PROTECTED
             else:  # kept history a strategy brought back says so (G4a); anything else kept just fit
                 reasons[mid] = RECALLED if review.strategy_reasons.get(mid) == RECALLED else FIT
@@ -298,6 +315,33 @@ def _finish(
         diagnostics=diagnostics,
         budget=budget,
     )
+
+
+#: Built-in strategies whose result the host can take as it is. Each returns ``build_result`` of one
+#: ``shift_prompt`` outcome on the host's own prompt (``run_builtin``), so the review's guarantees hold by
+#: construction: the kept messages are the prompt's own objects, in prompt order; protected groups are
+#: never candidates for removal (``shift_prompt`` raises when they alone do not fit); groups leave whole;
+#: every message is kept or excluded exactly once; and the tokens are the prompt's own count with the
+#: caller's counter, which the host's recount would repeat. ``summarize`` and ``recall`` add or edit
+#: messages, and plugins may do anything: their results are reviewed.
+PROVEN = frozenset({"truncate", "manual", "vector-recall"})
+
+
+def _review(
+    prompt: Prompt,
+    name: str,
+    result: ShiftResult,
+    budget: int,
+    counter: Counter,
+    per_message_overhead: int,
+    *,
+    trusted: bool,
+) -> ShiftResult:
+    """A strategy's result once the host has checked it (see :data:`PROVEN` for the built-ins it need not)."""
+    if trusted and name in PROVEN:
+        return result
+    review = _reconcile(prompt, name, result, _validate(prompt, result))
+    return _finish(prompt, review, budget, counter, per_message_overhead)
 
 
 def shift_with_strategy(
@@ -373,12 +417,11 @@ def shift_with_strategy(
     trusted = BUILTIN_STRATEGIES.get(strategy) is found
     try:
         if trusted:
-            result = found(request)
+            result = run_builtin(found, request, prompt)
         else:
             private = replace(request, messages=copy.deepcopy(request.messages))
             result = _run(found, private, float(timeout))
-        review = _reconcile(prompt, strategy, result, _validate(prompt, result))
-        outcome = _finish(prompt, review, budget, count_tokens, per_message_overhead)
+        outcome = _review(prompt, strategy, result, budget, count_tokens, per_message_overhead, trusted=trusted)
     except TokenBudgetExceeded:
         raise
     except _ProtectedRemoved as error:

@@ -10,14 +10,12 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 from .embedding import similarities
 from .errors import UnknownStrategy
-from .groups import Group
 from .messages import Message
-from .recall import current_input, query_words, recall
-from .relevance import bm25_relevance
 from .request import Strategy, StrategyRequest
 from .shifting import (
     Counter,
@@ -31,7 +29,7 @@ from .shifting import (
 )
 from .summary import extractive_summary
 from .tokens import TokenizerProfile, message_costs, prompt_tokens
-from .vocabulary import CONTEXT_SHIFT, LOW_RELEVANCE, MANUAL, SUMMARIZED
+from .vocabulary import CONTEXT_SHIFT, LOW_RELEVANCE, MANUAL, SUMMARIZED, SUMMARY_HEADER
 
 STRATEGY_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 RETRIEVED_SOURCES = frozenset({"lorebook", "memory"})
@@ -43,7 +41,37 @@ SUMMARY_MIN_TOKENS = 8
 SUMMARY_MAX_TOKENS = 1024
 
 
+#: The host's own :class:`Prompt` of the request a built-in strategy is running on (see :func:`run_builtin`).
+_HOST_PROMPT: ContextVar[tuple[StrategyRequest, Prompt] | None] = ContextVar("contextshift_host_prompt", default=None)
+
+
+def run_builtin(strategy: Strategy, request: StrategyRequest, prompt: Prompt) -> ShiftResult:
+    """Run a built-in ``strategy`` on ``request``, reusing ``prompt``, the host's own prompt of the request's
+    messages, instead of building the same one again.
+
+    The host builds ``prompt`` from the caller's messages and gives the strategy ``list(prompt.messages)``
+    with the same counter and overhead, so the prompt the strategy would build is this one (its groups,
+    protection and counts): on a 10k-message chat building it twice was half the host path's cost.
+
+    Args:
+        strategy: one of :data:`BUILTIN_STRATEGIES`.
+        request: what the strategy is given.
+        prompt: the host's prompt of ``request.messages``.
+
+    Returns:
+        The strategy's result.
+    """
+    token = _HOST_PROMPT.set((request, prompt))
+    try:
+        return strategy(request)
+    finally:
+        _HOST_PROMPT.reset(token)
+
+
 def _prompt(request: StrategyRequest) -> Prompt:
+    held = _HOST_PROMPT.get()
+    if held is not None and held[0] is request:
+        return held[1]
     return Prompt(request.messages, request.count_tokens, request.per_message_overhead)
 
 
@@ -85,14 +113,20 @@ def _unique_id(base: str, taken: set[str]) -> str:
 
 
 def summarize(request: StrategyRequest) -> ShiftResult:
-    """Replace the dropped history with one extractive summary placed before the current input."""
+    """Replace the dropped history with one extractive summary placed before the current input.
+
+    The summary's room displaces the newest turns a plain shift would keep; when the history with the
+    summary would hold fewer of the current input's search words than with those turns, the turns stay and
+    no summary is made, so ``summarize`` is never below ``truncate`` on what the input asks about.
+    """
     prompt = _prompt(request)
     budget = request.budget
-    if prompt.fixed + sum(prompt.costs) <= budget:
+    costs = prompt.costs
+    if prompt.fixed + sum(costs) <= budget:
         return build_result(prompt, shift_prompt(prompt, budget), budget, strategy="summarize")
     probe = Message(role="system", content="", source="summary")
     overhead = message_costs([probe], request.count_tokens, request.per_message_overhead)[0][0]
-    protected = prompt.fixed + sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
+    protected = prompt.fixed + sum(costs[p] for p in prompt.protected_members)  # every protected group's members
     target = min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, int(budget * SUMMARY_SHARE)))
     target = min(target, budget - protected - overhead)
     if target >= SUMMARY_MIN_TOKENS:
@@ -107,10 +141,45 @@ def summarize(request: StrategyRequest) -> ShiftResult:
         if summary_text is not None:
             result = _with_summary(prompt, request, outcome, sources, summary_text)
             if result is not None:
-                return result
+                plain = shift_prompt(prompt, budget)
+                held, displaced, wanted = _input_matches(prompt, summary_text, outcome, plain)
+                if held >= displaced:
+                    return result
+                notes = [
+                    *excluded_note(len(plain.removed)),
+                    f"with a context summary the history would hold {held} of the current input's {wanted} search "
+                    f"words, with the newest turns it displaces {displaced}: the turns were kept instead",
+                ]
+                return build_result(prompt, plain, budget, strategy="summarize", diagnostics=notes)
     outcome = shift_prompt(prompt, budget)
     notes = [*excluded_note(len(outcome.removed)), "no room for a context summary; oldest history was dropped instead"]
     return build_result(prompt, outcome, budget, strategy="summarize", diagnostics=notes)
+
+
+def _input_matches(prompt: Prompt, summary: str, outcome: Removal, plain: Removal) -> tuple[int, int, int]:
+    """How many of the current input's search words the prompt's history holds with the summary, how many
+    it holds with the newest turns the summary displaces instead, and how many there are.
+
+    The displaced turns are those a plain shift (``plain``, what ``truncate`` keeps) keeps but the summary's
+    room (``outcome``) leaves out; the rest of the history (unprotected messages) is the same on both sides.
+    Protected messages, the current input among them, are left out of both counts: they are in both.
+    ``summarize`` keeps the summary only when the first count is at least the second, so its prompt never
+    holds fewer of what the input asks about than ``truncate``'s, by construction (issue 23).
+    """
+    from .recall import current_input, query_words  # loads bm25s: on first use, not on import (N4)
+    from .relevance import terms
+
+    wanted = set(query_words(current_input(prompt.messages)))
+    kept = set(outcome.kept)
+    displaced = [prompt.messages[p].text for p in plain.kept if p not in kept]
+    if not wanted or not displaced:
+        return 0, 0, len(wanted)
+    messages = prompt.messages
+    history = [messages[p].text for p in outcome.kept if not messages[p].protected]
+    both = wanted.intersection(*terms(["\n".join(history)]))
+    with_summary = both | wanted.intersection(*terms([summary.removeprefix(SUMMARY_HEADER)]))
+    with_turns = both | wanted.intersection(*terms(["\n".join(displaced)]))
+    return len(with_summary), len(with_turns), len(wanted)
 
 
 #: An input with fewer search words than this is read together with the newest turns kept.
@@ -120,6 +189,8 @@ SHORT_QUERY = 3
 def _summary_query(messages: Sequence[Message], outcome: Removal) -> str:
     """What the summary's sentences are scored against: the current input, and with a short input (such
     as "and the other one?") the two newest turns that stay in the prompt as well."""
+    from .recall import current_input, query_words  # loads bm25s: on first use, not on import (N4)
+
     query = current_input(messages)
     if len(query_words(query)) >= SHORT_QUERY:
         return query
@@ -175,6 +246,9 @@ def vector_recall(request: StrategyRequest) -> ShiftResult:
     A block without a relevance from retrieval gets BM25's against the current input; with an embedder, the
     greater of that and its cosine similarity in meaning (below 0 counts as 0).
     """
+    from .recall import current_input  # loads bm25s: on first use, not on import (N4)
+    from .relevance import bm25_relevance
+
     prompt = _prompt(request)
     messages = prompt.messages
     relevance: dict[int, float] = {}
@@ -197,22 +271,23 @@ def vector_recall(request: StrategyRequest) -> ShiftResult:
             value = float(message.relevance)
             relevance[position] = min(1.0, max(0.0, value)) if value == value else 0.0
 
-    def retrieved(group: Group) -> float | None:
-        scores = [relevance[p] for p in group.members if p in relevance]
-        return max(scores) if scores else None
-
-    def priority(number: int) -> tuple[int, float, int]:
-        group = prompt.groups[number]
-        score = retrieved(group)
-        return (0, score, group.first) if score is not None else (1, 0.0, group.first)
-
-    order = sorted(range(len(prompt.groups)), key=priority)
-    outcome = shift_prompt(
-        prompt,
-        request.budget,
-        order=order,
-        reason=lambda g: LOW_RELEVANCE if retrieved(g) is not None else CONTEXT_SHIFT,
-    )
+    best: dict[int, float] = {}  # each group with a retrieved block (by its first position): its best score
+    for position, score in relevance.items():
+        root = prompt.root(position)
+        best[root] = max(score, best.get(root, score))
+    if not best:  # nothing retrieved: every group is history, and history leaves oldest first
+        outcome = shift_prompt(prompt, request.budget)
+    else:  # retrieved groups first, the least relevant first; then the rest, oldest first
+        groups = prompt.groups
+        ranked = [n for n, g in enumerate(groups) if g.first in best]
+        ranked.sort(key=lambda n: (best[groups[n].first], groups[n].first))
+        order = ranked + [n for n, g in enumerate(groups) if g.first not in best]
+        outcome = shift_prompt(
+            prompt,
+            request.budget,
+            order=order,
+            reason=lambda g: LOW_RELEVANCE if g.first in best else CONTEXT_SHIFT,
+        )
     diagnostics.extend(excluded_note(len(outcome.removed)))
     return build_result(prompt, outcome, request.budget, strategy="vector-recall", diagnostics=diagnostics)
 
@@ -254,6 +329,18 @@ def manual(request: StrategyRequest) -> ShiftResult:
     if removed:
         diagnostics.append(f"manual selection excluded {len(removed)} message(s)")
     return build_result(prompt, outcome, request.budget, strategy="manual", diagnostics=diagnostics)
+
+
+# -- recall (G4a) -----------------------------------------------------------------------------------------
+
+
+def recall(request: StrategyRequest) -> ShiftResult:
+    """Bring back the excluded history the current input needs (``contextshift.core.recall``)."""
+    # Imported here, not at the top: recall loads bm25s and numpy, which ``import contextshift`` must not
+    # pay for when the strategy is never used (N4).
+    from .recall import recall as run
+
+    return run(request)
 
 
 # -- registry (G1) ----------------------------------------------------------------------------------------

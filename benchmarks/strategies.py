@@ -1,0 +1,303 @@
+"""Benchmark: every built-in strategy through the strategy host, against ``shift_context`` (S8, N4).
+
+Run from the project root:
+
+    .venv/bin/python -m benchmarks.strategies           # 1k/10k, writes benchmarks/results/strategies.md
+    .venv/bin/python -m benchmarks.strategies --full    # 1k/10k/100k
+    .venv/bin/python -m benchmarks.strategies --quick   # CI smoke: 1k/10k, 3 runs, writes nothing by default
+
+Every row shifts the same conversation (``benchmarks/conversations.py``: a system prompt, user/assistant turns
+of 10-120 words, about one assistant turn in eight calling tools) as ``Message`` objects built outside the
+timed region, with the same counter (``len(text)//4`` plus 4 a message) and budget (8,000 tokens):
+``shift_context`` itself, then ``shift_with_strategy`` with each built-in strategy. ``summarize`` caches the
+analysis of each message's sentences by text (a chat shifts the same history turn after turn), so it gets two
+rows: warm (repeated calls, as a chat's turns are) and cold (every cache emptied before each call).
+
+``shift_context``, ``truncate``, ``vector-recall`` and ``manual`` are timed in turns (21 rounds, one call of
+each a round), so the load of the shared machine falls on them alike; the slow strategies get medians of up
+to 7 timed runs after a warm-up (fewer for slow calls). The garbage collector is paused inside timed calls;
+peak memory is tracemalloc's peak of one more call, in a run of its own. Ratios are taken within
+one run (the machine is shared: absolute times move with its load, ratios much less). Timings are printed and
+written, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from contextshift import Message, ShiftResult, __version__, shift_context, shift_with_strategy
+
+from . import conversations as conv
+from .report import Row, Timing, frozen_heap, load_note, markdown_table, measure, peak_mib, say, text_table
+
+RESULTS = Path(__file__).resolve().parent / "results" / "strategies.md"
+STRATEGIES = ("truncate", "summarize", "vector-recall", "manual", "recall")
+#: The strategies timed in turns with ``shift_context`` (each call takes milliseconds).
+FAST = ("truncate", "vector-recall", "manual")
+BUDGET = 8_000
+BASELINE = "shift_context"
+COLD = "summarize (cold caches)"
+
+
+@dataclass(frozen=True)
+class Config:
+    quick: bool
+    sizes: tuple[int, ...]
+    max_runs: int
+    warmup: float
+    rounds: int  # turns of the interleaved fast rows
+    markdown: Path | None
+
+    @classmethod
+    def from_args(cls, argv: Sequence[str] | None) -> Config:
+        parser = argparse.ArgumentParser(prog="python -m benchmarks.strategies", description=__doc__.split("\n")[0])
+        parser.add_argument("--quick", action="store_true", help="CI smoke: 1k and 10k messages, 3 runs")
+        parser.add_argument("--full", action="store_true", help="also 100k messages")
+        parser.add_argument(
+            "--markdown",
+            type=Path,
+            default=None,
+            help="where to write the Markdown table (default: benchmarks/results/strategies.md, nowhere for --quick)",
+        )
+        args = parser.parse_args(argv)
+        sizes = (1_000, 10_000, 100_000) if args.full and not args.quick else (1_000, 10_000)
+        return cls(
+            quick=args.quick,
+            sizes=sizes,
+            max_runs=3 if args.quick else 7,
+            warmup=0.2 if args.quick else 0.5,
+            rounds=5 if args.quick else 21,
+            markdown=args.markdown if args.quick else (args.markdown or RESULTS),
+        )
+
+
+def quarter(text: str) -> int:
+    """The counter every row uses (``per_message_overhead=4`` adds the framing)."""
+    return len(text) // 4
+
+
+def empty_caches() -> None:
+    """Empty the caches a shift fills by message text, so the next call starts cold."""
+    from contextshift.core import relevance, summary
+
+    summary._analysed.cache_clear()
+    summary._stems.cache_clear()
+    relevance._analysed.cache_clear()
+
+
+def machine() -> str:
+    return (
+        f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPUs; contextshift {__version__}"
+    )
+
+
+class Bench:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.rows: list[Row] = []
+        self.problems: list[str] = []
+        self.load_before = ""
+        self.load_after = ""
+
+    def row(
+        self,
+        case: str,
+        messages: list[Message],
+        call: Callable[[], ShiftResult],
+        baseline: Row | None,
+        setup: Callable[[], None] | None = None,
+    ) -> Row:
+        # A warm row: one call first fills the caches (measure() takes a first call slower than 10 s as its
+        # only sample, which would then be a cold one).
+        if setup is None:
+            call()
+        timing = measure(call, max_runs=self.cfg.max_runs, setup=setup, warmup=self.cfg.warmup)
+        return self.record(case, messages, call, timing, baseline, setup)
+
+    def record(
+        self,
+        case: str,
+        messages: list[Message],
+        call: Callable[[], ShiftResult],
+        timing: Timing,
+        baseline: Row | None,
+        setup: Callable[[], None] | None = None,
+    ) -> Row:
+        result: ShiftResult = timing.result
+        # tracemalloc slows a call several-fold: a call over 5 s gets no memory run.
+        peak = peak_mib(call, setup) if timing.median < 5 else None
+        row = Row(case, "contextshift", len(messages), BUDGET, timing, peak, len(result.kept), baseline)
+        if result.tokens > BUDGET:
+            self.problems.append(f"{case} at {len(messages):,}: {result.tokens} tokens over the budget {BUDGET}")
+        ran = result.strategy
+        if case not in (BASELINE, COLD) and ran != case:
+            self.problems.append(f"{case} at {len(messages):,}: {ran} ran instead ({result.diagnostics[:1]})")
+        self.rows.append(row)
+        say(f"  {case:<24} {len(messages):>7,}  {row.median_ms:>10.2f} ms  peak {peak or 0:>7.1f} MiB")
+        return row
+
+    def interleaved(self, messages: list[Message], calls: dict[str, Callable[[], ShiftResult]]) -> list[Row]:
+        """Rows for fast calls timed in turns (a, b, c, a, b, c, ...), so that a change in the shared
+        machine's load falls on all of them alike and their ratios hold."""
+        samples: dict[str, list[float]] = {case: [] for case in calls}
+        results: dict[str, ShiftResult] = {}
+        with frozen_heap():
+            for case, call in calls.items():  # warm-up
+                results[case] = call()
+            for _ in range(self.cfg.rounds):
+                for case, call in calls.items():
+                    gc.collect()
+                    gc.disable()
+                    try:
+                        start = time.perf_counter()
+                        result = call()
+                        samples[case].append(time.perf_counter() - start)
+                    finally:
+                        gc.enable()
+                    results[case] = result  # the previous result is freed here, outside the timed region
+        rows: list[Row] = []
+        for case, call in calls.items():
+            timing = Timing(samples[case], results[case])
+            baseline = rows[0] if rows else None
+            rows.append(self.record(case, messages, call, timing, baseline))
+        return rows
+
+    def size(self, n: int) -> None:
+        messages = conv.to_messages(conv.generate(n))
+        fast = {BASELINE: lambda: shift_context(messages, quarter, BUDGET)}
+        for name in FAST:
+            fast[name] = functools.partial(shift_with_strategy, messages, quarter, BUDGET, strategy=name)
+        base = self.interleaved(messages, fast)[0]
+        for name in STRATEGIES:
+            if name in FAST:
+                continue
+            self.row(
+                name, messages, functools.partial(shift_with_strategy, messages, quarter, BUDGET, strategy=name), base
+            )
+            if name == "summarize":
+                self.row(
+                    COLD,
+                    messages,
+                    lambda: shift_with_strategy(messages, quarter, BUDGET, strategy="summarize"),
+                    base,
+                    setup=empty_caches,
+                )
+
+    def median(self, case: str, n: int) -> float | None:
+        for row in self.rows:
+            if row.case == case and row.messages == n and row.timing is not None:
+                return row.timing.median
+        return None
+
+    def ratios(self) -> list[str]:
+        """Each strategy's time over the host path's ``truncate`` at the same size."""
+        out = []
+        for n in self.cfg.sizes:
+            truncate = self.median("truncate", n)
+            if truncate is None:
+                continue
+            parts = []
+            for case in (*STRATEGIES[1:], COLD):
+                mine = self.median(case, n)
+                if mine is not None:
+                    parts.append(f"{case} {mine / truncate:.1f}×")
+            out.append(f"{n:,} messages, time ÷ host `truncate`: " + ", ".join(parts))
+        return out
+
+    def targets(self) -> list[tuple[bool, str]]:
+        out: list[tuple[bool, str]] = []
+        n = 10_000
+        base, truncate = self.median(BASELINE, n), self.median("truncate", n)
+        if base is None or truncate is None:
+            return out
+        out.append((truncate <= 2 * base, f"host `truncate` ≤ 2× `shift_context` at 10k: {truncate / base:.2f}×"))
+        for case, limit in (("summarize", 10), (COLD, 10), ("recall", 5)):
+            mine = self.median(case, n)
+            if mine is not None:
+                out.append(
+                    (mine <= limit * truncate, f"{case} ≤ {limit}× host `truncate` at 10k: {mine / truncate:.1f}×")
+                )
+        for case in ("summarize", COLD, "recall"):
+            small, large = self.median(case, 1_000), self.median(case, 10_000)
+            if small and large:
+                per = (large / 10_000) / (small / 1_000)
+                out.append((per <= 1.5, f"{case} linear: time per message at 10k ÷ at 1k = {per:.2f} (target ≤ 1.5)"))
+        return out
+
+
+def markdown(bench: Bench, targets: list[tuple[bool, str]], elapsed: float) -> str:
+    lines = [
+        "# contextshift benchmark: strategies through the host",
+        "",
+        "Generated by `.venv/bin/python -m benchmarks.strategies` (do not edit by hand).",
+        "",
+        f"Machine: {machine()}. Whole run: {elapsed:.0f} s; {bench.load_before} at the start, "
+        f"{bench.load_after} at the end.",
+        "",
+        "The conversation of `benchmarks/conversations.py` as `Message` objects, counter `len(text)//4` plus 4 a "
+        f"message, budget {BUDGET:,}. `shift_context` is the baseline; every other row is "
+        "`shift_with_strategy(..., strategy=<case>)`. `summarize (cold caches)` empties the caches filled by "
+        "message text before each call; the `summarize` row is a chat's next turn over the same history. "
+        "`shift_context`, `truncate`, `vector-recall` and `manual` are timed in turns (a call of each a round, "
+        "medians of the rounds), so the shared machine's load falls on them alike; the others get the median of "
+        "up to 7 timed runs after a warm-up. Garbage collector paused in timed calls; peak MiB is "
+        "tracemalloc's peak of one more call. `time ÷ contextshift` is the time over `shift_context`'s.",
+        "",
+        markdown_table(bench.rows),
+        "",
+        "## Ratios",
+        "",
+        *[f"- {line}" for line in bench.ratios()],
+        "",
+        "## Targets (issue 26)",
+        "",
+        *[f"- {'met' if ok else '**not met**'}: {text}" for ok, text in targets],
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = Config.from_args(argv)
+    started = time.perf_counter()
+    bench = Bench(cfg)
+    say(f"contextshift strategies benchmark ({'quick' if cfg.quick else 'full'}): {machine()}")
+    bench.load_before = load_note()
+    say(f"  {bench.load_before}")
+    for n in cfg.sizes:
+        t = time.perf_counter()
+        bench.size(n)
+        say(f" ({n:,} messages: {time.perf_counter() - t:.1f} s)")
+    elapsed = time.perf_counter() - started
+    bench.load_after = load_note()
+    targets = bench.targets()
+    say("\nResults\n")
+    say(text_table(bench.rows))
+    say("")
+    for line in bench.ratios():
+        say(f"  {line}")
+    say("\nTargets" + (" (--quick: fewer runs, so only indicative)" if cfg.quick else ""))
+    for ok, text in targets:
+        say(f"  [{'met' if ok else 'NOT MET'}] {text}")
+    for problem in bench.problems:
+        say(f"  PROBLEM: {problem}")
+    if cfg.markdown is not None:
+        cfg.markdown.parent.mkdir(parents=True, exist_ok=True)
+        cfg.markdown.write_text(markdown(bench, targets, elapsed), encoding="utf-8")
+        say(f"\nMarkdown written to {cfg.markdown}")
+    say(f"\nDone in {time.perf_counter() - started:.0f} s.")
+    return 1 if bench.problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
