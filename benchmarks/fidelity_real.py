@@ -380,7 +380,9 @@ async def _compare(chats: Sequence[Chat], per_category: int | None, fraction: fl
             for chat in chats:
                 async with database.session() as session:
                     repos = Repositories(session)
-                    provider = await repos.providers.create(name="local", kind="openai", base_url="http://127.0.0.1:9/v1")
+                    provider = await repos.providers.create(
+                        name="local", kind="openai", base_url="http://127.0.0.1:9/v1"
+                    )
                     model = await repos.models.create(provider_id=provider.id, name="local", context_window=32768)
                     bot = await repos.bots.create(name="bench", chat_model_id=model.id, context_strategy="recall")
                     stored = await repos.chats.create(bot_id=bot.id, title=chat.name)
@@ -482,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     if output is not None:
         command = "python -m benchmarks.fidelity_real" + " " + " ".join(argv if argv is not None else sys.argv[1:])
         embedded = (
-            f"`{MINILM}` is `recall` with `load_embedder(\"minilm\")` ({embedder.name})."
+            f'`{MINILM}` is `recall` with `load_embedder("minilm")` ({embedder.name}).'
             if embedder is not None
             else "The `embeddings` extra was not installed: `recall` with MiniLM was not measured."
         )

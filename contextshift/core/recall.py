@@ -1,30 +1,56 @@
 """The ``recall`` strategy (G4a): shift like ``truncate``, then bring back what the current input needs.
 
 1. The prompt is shifted exactly as ``truncate`` shifts it (oldest unprotected tool groups leave first).
-2. Every unprotected tool group is one document: the words of its messages (tool calls and results
-   included), lower-cased, stop words dropped, stemmed. BM25 (``bm25s``) scores each document against the
-   current input; a group's relevance is its score relative to the best-scoring group of the prompt.
-3. An excluded group that a later group (not a question) states again with something changed is
-   *superseded*: they share most of their words and every word of the query the earlier one matched, as
-   "the code for Falcon is 1234" and later "the code for Falcon changed to 5678". Its relevance is cut to
-   a quarter, so the later statement wins.
-4. Excluded groups come back most relevant first, whole, while they fit. How much of the budget they may
-   take adapts to their relevance: a group comes back only while everything recalled so far, itself
-   included, takes at most ``MAX_RECALL_SHARE`` × its relevance of the room left beside the protected
-   context. A few strongly relevant groups may take up to three quarters; weakly relevant ones only a
-   little; nothing below ``MIN_RELEVANCE`` comes back.
-   A group with long tool results is chosen at the cost of its excerpt (each result cut to its pieces
-   that hold a query word, after a marker); once all are chosen, excerpted groups come back whole
-   instead while the share allows. An excerpted group comes back as copies with new ids (tool-call ids
-   kept), declared as replacements of the originals (``summarized``).
-5. The rest of the budget goes to the newest turns: the prompt is shifted again, oldest first, with the
-   recalled groups held in place. Recalled messages keep their ids, stand in chronological order and
-   have the reason ``recalled``.
+2. Every unprotected tool group is cut into sentences; BM25 (``bm25s``' formula) scores each sentence
+   against the current input (words lower-cased, stop words and question words dropped, stemmed), and a
+   group is worth its best sentence, relative to the best group of the prompt. With an embedder, a group is
+   also as similar in meaning as its most similar sentence.
+3. An excluded statement is *superseded* by a later one (not a question) about the same subject: the later
+   one holds every query word the earlier matched, most of its words, and all of its names (words written
+   with a capital past the sentence's first word, or in capitals; when it has none, all its words but the
+   values). "The gate code for warehouse NORTH is 5521" is superseded by "the gate code for warehouse NORTH
+   changed to 8080", never by "the gate code for warehouse SOUTH is 7730". It counts a quarter, and never
+   comes back by the fill step or beside another turn.
+4. Coverage: groups are chosen greedily by marginal value: a sentence counts while it holds a rare word of
+   the query (a name, a code) not covered yet, so a question about sixteen projects brings back a statement
+   about each rather than every mention of the first.
+5. Fill: then the other matching groups, most relevant first (with an embedder: words and meaning fused by
+   reciprocal rank), all the room the share allows. A look-alike (the query's common words without any of
+   its rare ones, when the history holds them) is left out. Each group chosen brings the turns that make
+   it readable: a question its answer (the next turn), a short turn (at most ``SHORT_TURN`` words) the turn
+   before it; each turn beside a chosen one, of the other speaker, becomes a candidate at ``NEIGHBOUR`` ×
+   its worth; for a question about time ("when", "how long", "what year" ...), the first ``DATED_HITS``
+   groups chosen bring the nearest earlier turn that carries a date ("[8 May 2023, 1:56 pm] ...").
+6. The kept groups that match compete in steps 4-5 like the excluded ones (a matching newest turn is held
+   in place rather than displaced by a less relevant older one), but for the newest turn, which always
+   stays: it is the input's immediate context.
+7. The rest of the budget goes to the newest turns: the prompt is shifted again, oldest first, with the
+   chosen groups held in place. Recalled messages keep their ids, stand in chronological order and have
+   the reason ``recalled``. A group with long tool results may come back as its excerpt (each result cut
+   to its pieces that hold a query word, after a marker), as copies with new ids declared as replacements
+   of the originals (``summarized``).
 
-When no excluded group shares a word with the input, the result is exactly ``truncate``'s.
+The share of the room recall takes follows the evidence. The room is the budget less the protected context
+and the newest turn. A group comes back only while everything chosen, itself included, takes at most
+``share`` × min(1, its relevance ÷ ``STRONG``) of the room, where ``share`` is:
 
-In the service the excluded history is not all loaded: the database's full-text index picks the candidate
-messages older than the recent window, and they are passed in as the oldest part of the history.
+* ``FOLLOW_UP_SHARE`` (0.25) when the input is a follow-up to the last turns: at most ``FOLLOW_UP_WORDS``
+  words, opening with "yes", "no", "ok", "and", "then" ... or pointing back ("it", "that", "the second
+  one"). "And the second one?" with 200 tokens of room: recall may take 50, the newest turns keep 150,
+  whatever recall finds;
+* else ``MAX_RECALL_SHARE`` (0.9) × min(1, best excluded score ÷ best score among the kept turns): when the
+  history holds stronger matches than the newest turns, as a question about the past does, recalled history
+  may take 90% of the room (180 of 200 tokens; the newest turns keep 20 beside the newest turn itself);
+  when the newest turns match four times better (2.0 against 8.0), 0.9 ÷ 4 = 22.5% (45 tokens).
+
+Within it, a group half as relevant as the best (0.5 = ``STRONG``) or more may use the whole share; one at
+0.3 only 0.3 ÷ 0.5 = 60% of it (108 of the 180 tokens above); nothing below ``MIN_RELEVANCE`` (0.2) comes
+back. When no excluded group shares a word with the input, the result is exactly ``truncate``'s.
+
+In the service, a chat with at most 1,000 messages before the recent window hands them all to the strategy
+(the prompt is the library's); past that the database's full-text index picks the candidate messages older
+than the recent window, with the turns beside them, and they are passed in as the oldest part of the
+history.
 """
 
 from __future__ import annotations
@@ -53,9 +79,11 @@ FOLLOW_UP_SHARE = 0.25
 #: An input of at most this many words can be a follow-up.
 FOLLOW_UP_WORDS = 8
 #: First words of a follow-up: an answer or a continuation of the last turns.
-_OPENERS = frozenset("yes yeah yep no nope ok okay sure and also then so thanks great fine".split())
+_OPENERS = frozenset(
+    ["yes", "yeah", "yep", "no", "nope", "ok", "okay", "sure", "and", "also", "then", "so", "thanks", "great", "fine"]
+)
 #: Words that point back at the last turns.
-_POINTERS = frozenset("it that this those these them one ones same".split())
+_POINTERS = frozenset(["it", "that", "this", "those", "these", "them", "one", "ones", "same"])
 #: A group at least this relevant (relative to the best) may take the whole share; a less relevant one
 #: only its relevance ÷ ``STRONG`` of it.
 STRONG = 0.5
@@ -67,6 +95,8 @@ DATED_HITS = 3
 DATE_LOOKBACK = 200
 #: What a turn beside a recalled one is worth, relative to it.
 NEIGHBOUR = 0.5
+#: With an embedder: how many groups nearest in meaning to the input join the fill step's candidates.
+SEMANTIC_FILL = 10
 #: Reciprocal rank fusion's constant (the usual 60): how little the first ranks stand out.
 RRF_K = 60
 _MONTH = (
@@ -214,9 +244,7 @@ def _names(sentence: str) -> frozenset[str]:
     words ("Falcon", "NORTH"); a value ("48213", "A7F3") is not a name."""
     words = _RAW_WORD.findall(sentence)
     found = [
-        w
-        for at, w in enumerate(words)
-        if w.isalpha() and ((at > 0 and w[0].isupper()) or (len(w) > 1 and w.isupper()))
+        w for at, w in enumerate(words) if w.isalpha() and ((at > 0 and w[0].isupper()) or (len(w) > 1 and w.isupper()))
     ]
     return frozenset(t for found_terms in terms(found) for t in found_terms) if found else frozenset()
 
@@ -288,6 +316,8 @@ class _Scores:
         #: A group's score relative to the best group of the prompt, in 0..1.
         self.relevance = {n: (totals[n] / best if best > 0 else 0.0) for n in self.numbers}
         self.best = best
+        #: Each group's first message's role.
+        self.roles = {n: prompt.messages[prompt.groups[n].first].role for n in self.numbers}
         self.questions = {n for n, text in zip(self.numbers, documents, strict=True) if text.rstrip().endswith("?")}
         self.frequency: dict[str, int] = {}
         self.containing: dict[str, list[int]] = {}
@@ -383,7 +413,13 @@ def recall(request: StrategyRequest) -> ShiftResult:
         chosen.pop()  # the least relevant one (a counter whose whole-prompt count is not the sum)
     else:
         return truncated
-    recalled = [p for n in sorted(chosen, key=lambda n: prompt.groups[n].first) for p in prompt.groups[n].members]
+    removed = set(outcome.removed)  # a kept group chosen is held in place, not recalled
+    recalled = [
+        p
+        for n in sorted(chosen, key=lambda n: prompt.groups[n].first)
+        for p in prompt.groups[n].members
+        if prompt.groups[n].first in removed
+    ]
     replaced = {p: shown.messages[p] for n in cut for p in prompt.groups[n].members}
     result = build_result(shown, second, budget, strategy="recall", diagnostics=excluded_note(len(second.removed)))
     reasons = result.reasons  # the new result's own dict, completed before the result is handed out
@@ -438,10 +474,10 @@ def _semantic(similar: dict[int, float]) -> dict[int, float]:
 
 def _fused(by_words: dict[int, float], by_meaning: dict[int, float]) -> dict[int, float]:
     """Reciprocal rank fusion of the two rankings (a group's ``1/(RRF_K + rank)`` summed over the rankings
-    it is in: words above ``MIN_RELEVANCE``, meaning above ``SEMANTIC_FLOOR``), relative to the best group."""
+    it is in), relative to the best group."""
     fused: dict[int, float] = {}
-    for ranking, floor in ((by_words, MIN_RELEVANCE), (by_meaning, SEMANTIC_FLOOR)):
-        ranked = sorted((n for n, v in ranking.items() if v >= floor), key=lambda n: (-ranking[n], -n))
+    for ranking in (by_words, by_meaning):
+        ranked = sorted(ranking, key=lambda n: (-ranking[n], -n))
         for rank, n in enumerate(ranked, start=1):
             fused[n] = fused.get(n, 0.0) + 1.0 / (RRF_K + rank)
     best = max(fused.values(), default=0.0)
@@ -477,14 +513,18 @@ def _holds_rare(scores: _Scores, number: int) -> bool:
 def _neighbours(
     scores: _Scores, number: int, worth: dict[int, float], own: float, plain: Callable[[int], bool]
 ) -> list[int]:
-    """Raise the worth of the plain turns beside a taken plain turn to ``NEIGHBOUR`` × its own (at least
-    ``MIN_RELEVANCE``), but for a look-alike (see :func:`_holds_rare`); the ones raised."""
+    """Raise the worth of the plain turns beside a taken plain turn, the other speaker's (the turn it answers,
+    the one answering it), to ``NEIGHBOUR`` × its own (at least ``MIN_RELEVANCE``), but for a look-alike
+    (see :func:`_holds_rare`); the ones raised."""
     out: list[int] = []
     if not plain(number):
         return out
+    role = scores.roles[number]
     for m in (number - 1, number + 1):
         if scores.term_scores.get(m) and not _holds_rare(scores, m):
             continue
+        if scores.roles.get(m) == role:
+            continue  # not a reply: the same speaker again
         if plain(m) and own * NEIGHBOUR >= MIN_RELEVANCE and own * NEIGHBOUR > worth.get(m, 0.0):
             worth[m] = own * NEIGHBOUR
             out.append(m)
@@ -527,11 +567,16 @@ def _choose(
     scores = _Scores(prompt, query)
     gone = set(outcome.removed)
     firsts = [g.first for g in prompt.groups]
-    candidates = [n for n in scores.numbers if firsts[n] in gone]
+    # The newest turn is the input's immediate context: it always stays (recall shares out the rest).
+    kept = [n for n in scores.numbers if firsts[n] not in gone]
+    newest = kept[-1] if kept else None
+    # The other kept groups that match compete with the excluded ones for the share: a matching newest
+    # turn is not displaced by a less relevant older one.
+    candidates = [n for n in scores.numbers if n != newest]
     meaning: dict[int, float] = {}
     similar: dict[int, float] = {}
     if embedder is not None:
-        similar = _similarities(prompt, candidates, query, embedder)
+        similar = _similarities(prompt, [n for n in candidates if firsts[n] in gone], query, embedder)
         meaning = {n: SEMANTIC_WEIGHT * s for n, s in _semantic(similar).items()}
     if scores.best <= 0 and not meaning:
         return [], {}
@@ -550,17 +595,20 @@ def _choose(
             )
         return known
 
-    fill: dict[int, float] = {n: scores.relevance[n] for n in excluded if scores.relevance[n] >= MIN_RELEVANCE}
-    if embedder is not None:
-        fill = _fused(fill, similar)
     # A superseded statement comes back only where coverage chose it (the statement that replaced it wins).
     # A look-alike (the query's common words without any of its rare ones: another project's vault code)
     # is not worth filling the room with when the history holds the rare ones.
-    fill = {
-        n: v * factor(n)
-        for n, v in fill.items()
-        if v >= MIN_RELEVANCE and not scores.superseded(n, firsts) and (n in similar or _holds_rare(scores, n))
+    by_words = {
+        n: scores.relevance[n]
+        for n in excluded
+        if scores.relevance[n] >= MIN_RELEVANCE and not scores.superseded(n, firsts) and _holds_rare(scores, n)
     }
+    fill: dict[int, float] = by_words
+    if embedder is not None:  # the words' candidates and the ``SEMANTIC_FILL`` nearest in meaning, fused
+        nearest = sorted((n for n, v in similar.items() if v >= SEMANTIC_FLOOR), key=lambda n: (-similar[n], -n))
+        by_meaning = {n: similar[n] for n in nearest[:SEMANTIC_FILL] if not scores.superseded(n, firsts)}
+        fill = _fused(by_words, by_meaning)
+    fill = {n: v * factor(n) for n, v in fill.items() if v >= MIN_RELEVANCE}
     weight: dict[str, float] = dict.fromkeys(scores.query, 1.0)
     #: Per rare word of the query covered so far, the query words the sentences that covered it held.
     seen_with: dict[str, set[str]] = {}
@@ -589,11 +637,9 @@ def _choose(
     groups = prompt.groups
     group_costs = prompt.group_costs
     protected = sum(group_costs[n] for n, g in enumerate(groups) if g.protected)
-    # The newest turn is the input's immediate context: it always stays (recall shares out the rest).
-    newest = max((n for n in scores.numbers if firsts[n] not in gone), default=None)
     room = budget - prompt.fixed - protected - (group_costs[newest] if newest is not None else 0)
     recent = [scores.relevance[n] * scores.best for n in scores.numbers if firsts[n] not in gone]
-    best_excluded = max((relevance[n] for n in excluded), default=0.0) * scores.best
+    best_excluded = max((relevance[n] for n in excluded if firsts[n] in gone), default=0.0) * scores.best
     share = recall_share(query, best_excluded, max(recent, default=0.0)) if scores.best > 0 else MAX_RECALL_SHARE
     temporal = _TEMPORAL.search(query) is not None
     chosen: list[int] = []
@@ -665,7 +711,7 @@ def _choose(
         cost = cheap = group_costs[number]
         copies = (
             _excerpt(prompt, number, scores.query)
-            if any(prompt.messages[p].role == "tool" for p in groups[number].members)
+            if firsts[number] in gone and any(prompt.messages[p].role == "tool" for p in groups[number].members)
             else None
         )
         if copies is not None:
