@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 from contextshift import shift_with_strategy
-from contextshift.core.recall import FOLLOW_UP_SHARE, MAX_RECALL_SHARE, follow_up, recall_share
 from contextshift.core.shifting import ShiftResult
 
 
@@ -86,6 +85,8 @@ def test_a_follow_up_keeps_the_newest_turns() -> None:
 
 
 def test_the_recall_share_follows_the_evidence() -> None:
+    from contextshift.core.recall import FOLLOW_UP_SHARE, MAX_RECALL_SHARE, follow_up, recall_share
+
     assert follow_up("yes, do that") and follow_up("And the second one?") and follow_up("what does it return?")
     assert not follow_up("What was the gate code for warehouse NORTH?")
     assert not follow_up("Which city did Jon visit on his trip last week, and with whom did he travel there?")
