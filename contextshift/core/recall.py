@@ -18,8 +18,7 @@
    reciprocal rank), all the room the share allows. A look-alike (the query's common words without any of
    its rare ones, when the history holds them) is left out. Each group chosen brings the turns that make
    it readable: a question its answer (the next turn), a short turn (at most ``SHORT_TURN`` words) the turn
-   before it; each turn beside a chosen one, of the other speaker, becomes a candidate at ``NEIGHBOUR`` ×
-   its worth; for a question about time ("when", "how long", "what year" ...), the first ``DATED_HITS``
+   before it; for a question about time ("when", "how long", "what year" ...), the first ``DATED_HITS``
    groups chosen bring the nearest earlier turn that carries a date ("[8 May 2023, 1:56 pm] ...").
 6. The kept groups that match compete in steps 4-5 like the excluded ones (a matching newest turn is held
    in place rather than displaced by a less relevant older one), but for the newest turn, which always
@@ -57,7 +56,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache, lru_cache
 
@@ -93,8 +92,6 @@ SHORT_TURN = 6
 #: looked for at most this many groups back.
 DATED_HITS = 3
 DATE_LOOKBACK = 200
-#: What a turn beside a recalled one is worth, relative to it.
-NEIGHBOUR = 0.5
 #: With an embedder: how many groups nearest in meaning to the input join the fill step's candidates.
 SEMANTIC_FILL = 10
 #: Reciprocal rank fusion's constant (the usual 60): how little the first ranks stand out.
@@ -316,8 +313,6 @@ class _Scores:
         #: A group's score relative to the best group of the prompt, in 0..1.
         self.relevance = {n: (totals[n] / best if best > 0 else 0.0) for n in self.numbers}
         self.best = best
-        #: Each group's first message's role.
-        self.roles = {n: prompt.messages[prompt.groups[n].first].role for n in self.numbers}
         self.questions = {n for n, text in zip(self.numbers, documents, strict=True) if text.rstrip().endswith("?")}
         self.frequency: dict[str, int] = {}
         self.containing: dict[str, list[int]] = {}
@@ -508,27 +503,6 @@ def recall_share(query: str, best_excluded: float, best_recent: float) -> float:
 def _holds_rare(scores: _Scores, number: int) -> bool:
     """Whether a group holds one of the query's rare words, or the query has none."""
     return not scores.rare or any(t in scores.rare for matched in scores.term_scores[number] for t in matched)
-
-
-def _neighbours(
-    scores: _Scores, number: int, worth: dict[int, float], own: float, plain: Callable[[int], bool]
-) -> list[int]:
-    """Raise the worth of the plain turns beside a taken plain turn, the other speaker's (the turn it answers,
-    the one answering it), to ``NEIGHBOUR`` × its own (at least ``MIN_RELEVANCE``), but for a look-alike
-    (see :func:`_holds_rare`); the ones raised."""
-    out: list[int] = []
-    if not plain(number):
-        return out
-    role = scores.roles[number]
-    for m in (number - 1, number + 1):
-        if scores.term_scores.get(m) and not _holds_rare(scores, m):
-            continue
-        if scores.roles.get(m) == role:
-            continue  # not a reply: the same speaker again
-        if plain(m) and own * NEIGHBOUR >= MIN_RELEVANCE and own * NEIGHBOUR > worth.get(m, 0.0):
-            worth[m] = own * NEIGHBOUR
-            out.append(m)
-    return out
 
 
 @lru_cache(maxsize=1 << 14)
@@ -728,23 +702,12 @@ def _choose(
             if about not in seen_with:
                 weight[about] *= COVERED
             seen_with.setdefault(about, set()).update(sentence)
-    # Fill: the other matching groups, most relevant first, whole (an excerpt is for the coverage step); a
-    # turn taken makes the turns beside it candidates at ``NEIGHBOUR`` × its worth (a dialogue's turn is
-    # read with the one it answers and the one answering it).
-    worth = dict(fill)
-    for number in list(taken):
-        _neighbours(scores, number, worth, fill.get(number, 0.0), plain)
-    queue = [(-v, -firsts[n], n) for n, v in worth.items()]
-    heapq.heapify(queue)
-    while queue and used < room * share:
-        negative, _, number = heapq.heappop(queue)
-        if number in taken or -negative < worth.get(number, 0.0) - 1e-12:
-            continue  # taken already, or a stale entry (the group was pushed again at a higher worth)
-        if any(prompt.messages[p].role == "tool" for p in groups[number].members):
-            continue
-        if take(number, -negative, group_costs[number]):
-            for m in _neighbours(scores, number, worth, -negative, plain):
-                heapq.heappush(queue, (-worth[m], -firsts[m], m))
+    # Fill: the other matching groups, most relevant first, whole (an excerpt is for the coverage step).
+    for number in sorted(fill, key=lambda n: (-fill[n], -firsts[n])):
+        if used >= room * share:
+            break
+        if number not in taken and not any(prompt.messages[p].role == "tool" for p in groups[number].members):
+            take(number, fill[number], group_costs[number])
     for number in [n for n in chosen if n in excerpts]:
         if used + whole[number] <= room * share * min(1.0, least / STRONG):
             used += whole[number]
