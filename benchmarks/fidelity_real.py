@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from contextshift import Message, shift_with_strategy
 from contextshift.core.embedding import Embedder
@@ -137,7 +137,7 @@ def load_chats(path: Path) -> list[Chat]:
             for key, value in conversation.items()
             if re.fullmatch(r"session_\d+", key) and isinstance(value, list)
         )
-        for number, key in sessions:
+        for _, key in sessions:
             date = _date(str(conversation.get(f"{key}_date_time", "")))
             for index, turn in enumerate(conversation[key]):
                 text = str(turn.get("text", ""))
@@ -146,9 +146,8 @@ def load_chats(path: Path) -> list[Chat]:
                     text = f"{text} [shares a photo: {caption}]".strip()
                 if index == 0 and date:
                     text = f"[{date}] {text}"
-                role = "user" if turn["speaker"] == speaker_a else "assistant"
+                role: Literal["user", "assistant"] = "user" if turn["speaker"] == speaker_a else "assistant"
                 turns.append(Message(role=role, content=text, id=str(turn["dia_id"])))
-            del number
         known = {m.id for m in turns}
         questions: list[Question] = []
         skipped = 0
