@@ -1,30 +1,55 @@
 """The ``recall`` strategy (G4a): shift like ``truncate``, then bring back what the current input needs.
 
 1. The prompt is shifted exactly as ``truncate`` shifts it (oldest unprotected tool groups leave first).
-2. Every unprotected tool group is one document: the words of its messages (tool calls and results
-   included), lower-cased, stop words dropped, stemmed. BM25 (``bm25s``) scores each document against the
-   current input; a group's relevance is its score relative to the best-scoring group of the prompt.
-3. An excluded group that a later group (not a question) states again with something changed is
-   *superseded*: they share most of their words and every word of the query the earlier one matched, as
-   "the code for Falcon is 1234" and later "the code for Falcon changed to 5678". Its relevance is cut to
-   a quarter, so the later statement wins.
-4. Excluded groups come back most relevant first, whole, while they fit. How much of the budget they may
-   take adapts to their relevance: a group comes back only while everything recalled so far, itself
-   included, takes at most ``MAX_RECALL_SHARE`` × its relevance of the room left beside the protected
-   context. A few strongly relevant groups may take up to three quarters; weakly relevant ones only a
-   little; nothing below ``MIN_RELEVANCE`` comes back.
-   A group with long tool results is chosen at the cost of its excerpt (each result cut to its pieces
-   that hold a query word, after a marker); once all are chosen, excerpted groups come back whole
-   instead while the share allows. An excerpted group comes back as copies with new ids (tool-call ids
-   kept), declared as replacements of the originals (``summarized``).
-5. The rest of the budget goes to the newest turns: the prompt is shifted again, oldest first, with the
-   recalled groups held in place. Recalled messages keep their ids, stand in chronological order and
-   have the reason ``recalled``.
+2. Every unprotected tool group is cut into sentences; BM25 (``bm25s``' formula) scores each sentence
+   against the current input (words lower-cased, stop words and question words dropped, stemmed), and a
+   group is worth its best sentence, relative to the best group of the prompt. With an embedder, a group is
+   also as similar in meaning as its most similar sentence.
+3. An excluded statement is *superseded* by a later one (not a question) about the same subject: the later
+   one holds every query word the earlier matched, most of its words, and all of its names (words written
+   with a capital past the sentence's first word, or in capitals; when it has none, all its words but the
+   values). "The gate code for warehouse NORTH is 5521" is superseded by "the gate code for warehouse NORTH
+   changed to 8080", never by "the gate code for warehouse SOUTH is 7730". It counts a quarter, and never
+   comes back by the fill step or beside another turn.
+4. Coverage: groups are chosen greedily by marginal value: a sentence counts while it holds a rare word of
+   the query (a name, a code) not covered yet, so a question about sixteen projects brings back a statement
+   about each rather than every mention of the first.
+5. Fill: then the other matching groups, most relevant first (with an embedder: words and meaning fused by
+   reciprocal rank), all the room the share allows. A look-alike (the query's common words without any of
+   its rare ones, when the history holds them) is left out. Each group chosen brings the turns that make
+   it readable: a question its answer (the next turn), a short turn (at most ``SHORT_TURN`` words) the turn
+   before it; for a question about time ("when", "how long", "what year" ...), the first ``DATED_HITS``
+   groups chosen bring the nearest earlier turn that carries a date ("[8 May 2023, 1:56 pm] ...").
+6. The kept groups that match compete in steps 4-5 like the excluded ones (a matching newest turn is held
+   in place rather than displaced by a less relevant older one), but for the newest turn, which always
+   stays: it is the input's immediate context.
+7. The rest of the budget goes to the newest turns: the prompt is shifted again, oldest first, with the
+   chosen groups held in place. Recalled messages keep their ids, stand in chronological order and have
+   the reason ``recalled``. A group with long tool results may come back as its excerpt (each result cut
+   to its pieces that hold a query word, after a marker), as copies with new ids declared as replacements
+   of the originals (``summarized``).
 
-When no excluded group shares a word with the input, the result is exactly ``truncate``'s.
+The share of the room recall takes follows the evidence. The room is the budget less the protected context
+and the newest turn. A group comes back only while everything chosen, itself included, takes at most
+``share`` × min(1, its relevance ÷ ``STRONG``) of the room, where ``share`` is:
 
-In the service the excluded history is not all loaded: the database's full-text index picks the candidate
-messages older than the recent window, and they are passed in as the oldest part of the history.
+* ``FOLLOW_UP_SHARE`` (0.25) when the input is a follow-up to the last turns: at most ``FOLLOW_UP_WORDS``
+  words, opening with "yes", "no", "ok", "and", "then" ... or pointing back ("it", "that", "the second
+  one"). "And the second one?" with 200 tokens of room: recall may take 50, the newest turns keep 150,
+  whatever recall finds;
+* else ``MAX_RECALL_SHARE`` (0.9) × min(1, best excluded score ÷ best score among the kept turns): when the
+  history holds stronger matches than the newest turns, as a question about the past does, recalled history
+  may take 90% of the room (180 of 200 tokens; the newest turns keep 20 beside the newest turn itself);
+  when the newest turns match four times better (2.0 against 8.0), 0.9 ÷ 4 = 22.5% (45 tokens).
+
+Within it, a group half as relevant as the best (0.5 = ``STRONG``) or more may use the whole share; one at
+0.3 only 0.3 ÷ 0.5 = 60% of it (108 of the 180 tokens above); nothing below ``MIN_RELEVANCE`` (0.2) comes
+back. When no excluded group shares a word with the input, the result is exactly ``truncate``'s.
+
+In the service, a chat with at most 1,000 messages before the recent window hands them all to the strategy
+(the prompt is the library's); past that the database's full-text index picks the candidate messages older
+than the recent window, with the turns beside them, and they are passed in as the oldest part of the
+history.
 """
 
 from __future__ import annotations
@@ -34,8 +59,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache, lru_cache
-
-import numpy as np
 
 from .embedding import Embedder, similarities
 from .groups import build_groups
@@ -47,8 +70,48 @@ from .vocabulary import RECALLED, SUMMARIZED
 
 #: Groups less relevant than this (relative to the best group of the prompt) never come back.
 MIN_RELEVANCE = 0.2
-#: The largest share of the room beside the protected context that recalled history may take.
-MAX_RECALL_SHARE = 0.75
+#: The largest share of the room beside the protected context that recalled history may take: the newest
+#: turns always keep the rest.
+MAX_RECALL_SHARE = 0.9
+#: The share recall may take when the input is a follow-up to the last turns: they keep three quarters.
+FOLLOW_UP_SHARE = 0.25
+#: An input of at most this many words can be a follow-up.
+FOLLOW_UP_WORDS = 8
+#: First words of a follow-up: an answer or a continuation of the last turns.
+_OPENERS = frozenset(
+    ["yes", "yeah", "yep", "no", "nope", "ok", "okay", "sure", "and", "also", "then", "so", "thanks", "great", "fine"]
+)
+#: Words that point back at the last turns.
+_POINTERS = frozenset(["it", "that", "this", "those", "these", "them", "one", "ones", "same"])
+#: A group at least this relevant (relative to the best) may take the whole share; a less relevant one
+#: only its relevance ÷ ``STRONG`` of it.
+STRONG = 0.5
+#: A turn of at most this many words is a short answer: it comes back with the turn before it.
+SHORT_TURN = 6
+#: For a question about time, this many of the groups chosen first bring the nearest earlier dated turn,
+#: looked for at most this many groups back.
+DATED_HITS = 3
+DATE_LOOKBACK = 200
+#: With an embedder: how many groups nearest in meaning to the input join the fill step's candidates.
+SEMANTIC_FILL = 10
+#: Reciprocal rank fusion's constant (the usual 60): how little the first ranks stand out.
+RRF_K = 60
+_MONTH = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
+#: A date: "8 May 2023", "May 8, 2023", "2023-05-08".
+_DATE = re.compile(
+    rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)? {_MONTH}\.?,? \d{{4}}|{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}"
+    r"|\d{4}-\d{2}-\d{2})\b",
+    re.IGNORECASE,
+)
+#: A question about time.
+_TEMPORAL = re.compile(
+    r"\b(?:when|what (?:year|month|day|date|time)|which (?:year|month|day|date)|how long|how many "
+    r"(?:days|weeks|months|years))\b",
+    re.IGNORECASE,
+)
 #: What a superseded statement's relevance is multiplied by.
 SUPERSEDED_FACTOR = 0.25
 #: A later group restates an earlier one when they share at least this share of their words.
@@ -172,6 +235,24 @@ def whole_groups(messages: Sequence[Message], wanted: frozenset[str] | set[str])
     return [messages[p] for p in sorted(keep)]
 
 
+@lru_cache(maxsize=1 << 14)
+def _names(sentence: str) -> frozenset[str]:
+    """The names a sentence holds, as BM25 sees them: words capitalised past its first word, all-capital
+    words ("Falcon", "NORTH"); a value ("48213", "A7F3") is not a name."""
+    words = _RAW_WORD.findall(sentence)
+    found = [
+        w for at, w in enumerate(words) if w.isalpha() and ((at > 0 and w[0].isupper()) or (len(w) > 1 and w.isupper()))
+    ]
+    return frozenset(t for found_terms in terms(found) for t in found_terms) if found else frozenset()
+
+
+@lru_cache(maxsize=1 << 14)
+def _numbers(sentence: str) -> frozenset[str]:
+    """The words of a sentence that hold a digit (values: codes, amounts, dates), as BM25 sees them."""
+    found = [w for w in _RAW_WORD.findall(sentence) if any(c.isdigit() for c in w)]
+    return frozenset(t for found_terms in terms(found) for t in found_terms) if found else frozenset()
+
+
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     shared = len(a & b)
     union = len(a) + len(b) - shared
@@ -211,7 +292,10 @@ class _Scores:
         #: Per group, each of its sentences' scores by query word, and its words (only sentences that match).
         self.term_scores: dict[int, list[dict[str, float]]] = {n: [] for n in self.numbers}
         self.sentence_words: dict[int, list[frozenset[str]]] = {n: [] for n in self.numbers}
+        self.sentence_text: dict[int, list[str]] = {n: [] for n in self.numbers}
         # Only the (sentence, query word) pairs that score, sentence by sentence, words in query order.
+        import numpy as np  # lazily: ``import contextshift`` stays light
+
         sentence_of, word_of = np.nonzero(positive.T)
         values = matrix.T[sentence_of, word_of].tolist()
         matched: dict[str, float] = {}
@@ -220,6 +304,7 @@ class _Scores:
             if at + 1 == len(values) or sentence_of[at + 1] != index:  # the sentence's last scoring word
                 self.term_scores[owners[index]].append(matched)
                 self.sentence_words[owners[index]].append(frozenset(analysed_sentences[index]))
+                self.sentence_text[owners[index]].append(sentences[index])
                 matched = {}
         #: Per group, each matching sentence's score (the sum over its query words).
         self.sums = {n: [sum(m.values()) for m in self.term_scores[n]] for n in self.numbers}
@@ -244,6 +329,7 @@ class _Scores:
         best = sums.index(max(sums))  # the first best sentence
         matched = frozenset(self.term_scores[number][best])
         mine = self.sentence_words[number][best]
+        subject = _names(self.sentence_text[number][best]) or (mine - _numbers(self.sentence_text[number][best]))
         rarest = min(matched, key=lambda w: (self.frequency.get(w, 0), w))
         for other in self.containing.get(rarest, ()):
             if first[other] <= first[number] or other in self.questions:
@@ -251,6 +337,8 @@ class _Scores:
             for theirs in self.sentence_words[other]:
                 if not matched <= theirs or theirs <= mine or mine <= theirs:
                     continue  # not about the same, or nothing stated differently
+                if not subject <= theirs:
+                    continue  # about another subject: a look-alike ("warehouse SOUTH" after "warehouse NORTH")
                 if _jaccard(mine, theirs) >= SAME_STATEMENT:
                     return True
         return False
@@ -320,7 +408,13 @@ def recall(request: StrategyRequest) -> ShiftResult:
         chosen.pop()  # the least relevant one (a counter whose whole-prompt count is not the sum)
     else:
         return truncated
-    recalled = [p for n in sorted(chosen, key=lambda n: prompt.groups[n].first) for p in prompt.groups[n].members]
+    removed = set(outcome.removed)  # a kept group chosen is held in place, not recalled
+    recalled = [
+        p
+        for n in sorted(chosen, key=lambda n: prompt.groups[n].first)
+        for p in prompt.groups[n].members
+        if prompt.groups[n].first in removed
+    ]
     replaced = {p: shown.messages[p] for n in cut for p in prompt.groups[n].members}
     result = build_result(shown, second, budget, strategy="recall", diagnostics=excluded_note(len(second.removed)))
     reasons = result.reasons  # the new result's own dict, completed before the result is handed out
@@ -347,10 +441,9 @@ def recall(request: StrategyRequest) -> ShiftResult:
     return replace(result, truncated=[*result.truncated, *stand_ins], diagnostics=diagnostics)
 
 
-def _semantic(prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embedder) -> dict[int, float]:
-    """The ``SEMANTIC_TOP`` groups most similar in meaning to ``query`` (at least ``SEMANTIC_FLOOR``), each
-    with its similarity relative to the most similar one. Sentences are compared, as BM25 scores them: a
-    group is as similar as its most similar sentence, so a fact is not diluted by the chatter around it."""
+def _similarities(prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embedder) -> dict[int, float]:
+    """Each group's similarity in meaning to ``query``: that of its most similar sentence (as BM25 scores
+    sentences, so a fact is not diluted by the chatter around it)."""
     owners: list[int] = []
     sentences: list[str] = []
     for n in numbers:
@@ -362,10 +455,59 @@ def _semantic(prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embe
     best: dict[int, float] = {}
     for owner, similarity in zip(owners, similarities(embedder, query, sentences), strict=True):
         best[owner] = max(best.get(owner, similarity), similarity)
-    scored = sorted(((s, n) for n, s in best.items() if s >= SEMANTIC_FLOOR), key=lambda item: (-item[0], -item[1]))[
+    return best
+
+
+def _semantic(similar: dict[int, float]) -> dict[int, float]:
+    """The ``SEMANTIC_TOP`` groups most similar in meaning (at least ``SEMANTIC_FLOOR``), each with its
+    similarity relative to the most similar one."""
+    scored = sorted(((s, n) for n, s in similar.items() if s >= SEMANTIC_FLOOR), key=lambda item: (-item[0], -item[1]))[
         :SEMANTIC_TOP
     ]
     return {n: s / scored[0][0] for s, n in scored}
+
+
+def _fused(by_words: dict[int, float], by_meaning: dict[int, float]) -> dict[int, float]:
+    """Reciprocal rank fusion of the two rankings (a group's ``1/(RRF_K + rank)`` summed over the rankings
+    it is in), relative to the best group."""
+    fused: dict[int, float] = {}
+    for ranking in (by_words, by_meaning):
+        ranked = sorted(ranking, key=lambda n: (-ranking[n], -n))
+        for rank, n in enumerate(ranked, start=1):
+            fused[n] = fused.get(n, 0.0) + 1.0 / (RRF_K + rank)
+    best = max(fused.values(), default=0.0)
+    return {n: v / best for n, v in fused.items()} if best > 0 else {}
+
+
+def follow_up(text: str) -> bool:
+    """Whether an input reads as a follow-up to the last turns: at most ``FOLLOW_UP_WORDS`` words, opening
+    with an answer or a continuation ("yes, do that", "and the second one?") or pointing back with a
+    pronoun ("what does it return?")."""
+    words = _RAW_WORD.findall(text.lower())
+    if not words or len(words) > FOLLOW_UP_WORDS:
+        return False
+    return words[0] in _OPENERS or any(w in _POINTERS for w in words)
+
+
+def recall_share(query: str, best_excluded: float, best_recent: float) -> float:
+    """The share of the room beside the protected context that recalled history may take (see the module
+    docstring): ``FOLLOW_UP_SHARE`` for a follow-up; else ``MAX_RECALL_SHARE`` scaled down by how much
+    better the newest turns match the input than the best excluded group."""
+    if follow_up(query):
+        return FOLLOW_UP_SHARE
+    if best_recent <= best_excluded or best_recent <= 0:
+        return MAX_RECALL_SHARE
+    return MAX_RECALL_SHARE * best_excluded / best_recent
+
+
+def _holds_rare(scores: _Scores, number: int) -> bool:
+    """Whether a group holds one of the query's rare words, or the query has none."""
+    return not scores.rare or any(t in scores.rare for matched in scores.term_scores[number] for t in matched)
+
+
+@lru_cache(maxsize=1 << 14)
+def _dated(text: str) -> bool:
+    return _DATE.search(text) is not None
 
 
 def _choose(
@@ -374,42 +516,73 @@ def _choose(
     """The excluded groups to bring back, in the order they were chosen (most useful first), and the ones
     that come back excerpted (their tool results cut to what the query matches), with their copies.
 
-    A group with long tool results is chosen at its excerpt's cost; once all are chosen, excerpted groups
-    come back whole instead, most useful first, while everything recalled still takes at most
-    ``MAX_RECALL_SHARE`` × the least relevance of what was chosen of the room.
+    First, coverage: sentences are scored, and a group is worth its best sentence. Greedy by marginal
+    value: the rarest word of the query a chosen sentence holds (what it is about: a name, a code) counts
+    ``COVERED`` as much afterwards, and a sentence is only worth choosing while it holds a rare word of the
+    query (few sentences hold it) not covered yet, or covered only without a query word this sentence
+    holds (a look-alike "parking code for Falcon" does not cover Falcon's vault code). So a question about
+    sixteen projects brings back one statement about each rather than every mention of the first. A
+    superseded statement and a question count less.
 
-    Sentences are scored, and a group is worth its best sentence. Greedy by marginal value: the rarest word
-    of the query a chosen sentence holds (what it is about: a name, a code) counts ``COVERED`` as much
-    afterwards, and a sentence is only worth choosing while it holds a rare word of the query (few
-    sentences hold it) not covered yet, or covered only without a query word this sentence holds (a
-    look-alike "parking code for Falcon" does not cover Falcon's vault code). So a question about sixteen
-    projects brings back one statement about each rather than every mention of the first. A superseded
-    statement and a question count less.
+    Then, fill: the other matching groups, most relevant first (by words and meaning fused, with an
+    embedder), while the share allows. Each group chosen brings its neighbour when it is a question (the
+    next turn: its answer) or a short turn (the one before: what it answers); for a question about time,
+    the first ``DATED_HITS`` groups chosen bring the nearest earlier turn that carries a date.
+
+    A group comes back only while everything recalled, itself included, takes at most the share (see
+    :func:`recall_share`) × its relevance (over ``STRONG``, at most 1) of the room. A group with long tool
+    results is chosen at its excerpt's cost; once all are chosen, excerpted groups come back whole
+    instead, most useful first, while the share allows.
 
     With an embedder, the ``SEMANTIC_TOP`` excluded groups most similar in meaning to the input (above
-    ``SEMANTIC_FLOOR``) are candidates too, worth ``SEMANTIC_WEIGHT`` × their similarity relative to the most
-    similar one where that is more than BM25 makes them worth: a paraphrase shares no word with the input.
+    ``SEMANTIC_FLOOR``) are candidates in the coverage step too, worth ``SEMANTIC_WEIGHT`` × their
+    similarity relative to the most similar one where that is more than BM25 makes them worth.
     """
     scores = _Scores(prompt, query)
     gone = set(outcome.removed)
     firsts = [g.first for g in prompt.groups]
+    # The newest turn is the input's immediate context: it always stays (recall shares out the rest).
+    kept = [n for n in scores.numbers if firsts[n] not in gone]
+    newest = kept[-1] if kept else None
+    # The other kept groups that match compete with the excluded ones for the share: a matching newest
+    # turn is not displaced by a less relevant older one.
+    candidates = [n for n in scores.numbers if n != newest]
     meaning: dict[int, float] = {}
+    similar: dict[int, float] = {}
     if embedder is not None:
-        meaning = {
-            n: SEMANTIC_WEIGHT * s
-            for n, s in _semantic(prompt, [n for n in scores.numbers if firsts[n] in gone], query, embedder).items()
-        }
+        similar = _similarities(prompt, [n for n in candidates if firsts[n] in gone], query, embedder)
+        meaning = {n: SEMANTIC_WEIGHT * s for n, s in _semantic(similar).items()}
     if scores.best <= 0 and not meaning:
         return [], {}
-    excluded = [n for n in scores.numbers if firsts[n] in gone and (scores.term_scores[n] or n in meaning)]
+    excluded = [n for n in candidates if scores.term_scores[n] or n in meaning]
     relevance = {n: max(scores.relevance[n], meaning.get(n, 0.0)) for n in excluded}
     excluded.sort(key=lambda n: (-relevance[n], -firsts[n]))
     excluded = excluded[:MAX_CANDIDATES]
-    factor = {
-        n: (SUPERSEDED_FACTOR if scores.superseded(n, firsts) else 1.0)
-        * (QUESTION_FACTOR if n in scores.questions else 1.0)
+    factors: dict[int, float] = {}
+
+    def factor(n: int) -> float:
+        """What a group's worth is multiplied by: less for a superseded statement and for a question."""
+        known = factors.get(n)
+        if known is None:
+            known = factors[n] = (SUPERSEDED_FACTOR if scores.superseded(n, firsts) else 1.0) * (
+                QUESTION_FACTOR if n in scores.questions else 1.0
+            )
+        return known
+
+    # A superseded statement comes back only where coverage chose it (the statement that replaced it wins).
+    # A look-alike (the query's common words without any of its rare ones: another project's vault code)
+    # is not worth filling the room with when the history holds the rare ones.
+    by_words = {
+        n: scores.relevance[n]
         for n in excluded
+        if scores.relevance[n] >= MIN_RELEVANCE and not scores.superseded(n, firsts) and _holds_rare(scores, n)
     }
+    fill: dict[int, float] = by_words
+    if embedder is not None:  # the words' candidates and the ``SEMANTIC_FILL`` nearest in meaning, fused
+        nearest = sorted((n for n, v in similar.items() if v >= SEMANTIC_FLOOR), key=lambda n: (-similar[n], -n))
+        by_meaning = {n: similar[n] for n in nearest[:SEMANTIC_FILL] if not scores.superseded(n, firsts)}
+        fill = _fused(by_words, by_meaning)
+    fill = {n: v * factor(n) for n, v in fill.items() if v >= MIN_RELEVANCE}
     weight: dict[str, float] = dict.fromkeys(scores.query, 1.0)
     #: Per rare word of the query covered so far, the query words the sentences that covered it held.
     seen_with: dict[str, set[str]] = {}
@@ -433,22 +606,76 @@ def _choose(
 
     def value(n: int) -> float:
         by_words = best_sentence(n)[0] / scores.best if scores.best > 0 else 0.0
-        return factor[n] * max(by_words, meaning.get(n, 0.0))
+        return factor(n) * max(by_words, meaning.get(n, 0.0))
 
-    protected = sum(prompt.group_costs[n] for n, g in enumerate(prompt.groups) if g.protected)
-    room = budget - prompt.fixed - protected
+    groups = prompt.groups
+    group_costs = prompt.group_costs
+    protected = sum(group_costs[n] for n, g in enumerate(groups) if g.protected)
+    room = budget - prompt.fixed - protected - (group_costs[newest] if newest is not None else 0)
+    recent = [scores.relevance[n] * scores.best for n in scores.numbers if firsts[n] not in gone]
+    best_excluded = max((relevance[n] for n in excluded if firsts[n] in gone), default=0.0) * scores.best
+    share = recall_share(query, best_excluded, max(recent, default=0.0)) if scores.best > 0 else MAX_RECALL_SHARE
+    temporal = _TEMPORAL.search(query) is not None
+    chosen: list[int] = []
+    taken: set[int] = set()
+    used = 0
+    excerpts: dict[int, list[Message]] = {}
+    whole: dict[int, int] = {}  # what coming back whole adds to an excerpted group
+    least = 1.0
+    dated = 0
+
+    def plain(n: int) -> bool:
+        """Whether group ``n`` is an excluded single message that is not a tool call or result, nor a
+        superseded statement (it may come beside a recalled one)."""
+        if n < 0 or n >= len(groups) or groups[n].protected or firsts[n] not in gone or len(groups[n].members) > 1:
+            return False
+        message = prompt.messages[groups[n].first]
+        return message.role in ("user", "assistant") and not message.tool_calls and not scores.superseded(n, firsts)
+
+    def companions(n: int) -> list[int]:
+        """The neighbour and the dated turn a chosen group brings (not chosen yet)."""
+        nonlocal dated
+        out: list[int] = []
+        if plain(n):
+            text = prompt.messages[groups[n].first].text.rstrip()
+            if text.endswith("?") and plain(n + 1):
+                out.append(n + 1)
+            elif len(_RAW_WORD.findall(text)) <= SHORT_TURN and plain(n - 1):
+                out.append(n - 1)
+        if temporal and dated < DATED_HITS:
+            dated += 1
+            for m in range(n, max(-1, n - DATE_LOOKBACK), -1):
+                if any(_dated(prompt.messages[p].text) for p in groups[m].members):
+                    if m != n and plain(m):
+                        out.append(m)
+                    break
+        return [m for m in out if m not in taken]
+
+    def take(number: int, own: float, cost: int) -> bool:
+        """Choose ``number`` (at ``cost``) and what it brings, if the share allows; whether it was."""
+        nonlocal used, least
+        limit = room * share * min(1.0, own / STRONG)
+        if used + cost > limit:
+            return False
+        chosen.append(number)
+        taken.add(number)
+        used += cost
+        least = min(least, own)
+        for m in companions(number):
+            if used + group_costs[m] <= limit:
+                chosen.append(m)
+                taken.add(m)
+                used += group_costs[m]
+        return True
+
     # Lazy greedy: values only fall as words get covered, so a popped value still above the next stale one
     # is the true best.
     heap = [(-value(n), firsts[n] * -1, n) for n in excluded]
     heapq.heapify(heap)
-    chosen: list[int] = []
-    used = 0
-    group_costs = prompt.group_costs
-    excerpts: dict[int, list[Message]] = {}
-    whole: dict[int, int] = {}  # what coming back whole adds to an excerpted group
-    least = 1.0
     while heap:
         _, order, number = heapq.heappop(heap)
+        if number in taken:
+            continue
         current = value(number)
         if heap and current < -heap[0][0] - 1e-12:
             heapq.heappush(heap, (-current, order, number))
@@ -458,20 +685,16 @@ def _choose(
         cost = cheap = group_costs[number]
         copies = (
             _excerpt(prompt, number, scores.query)
-            if any(prompt.messages[p].role == "tool" for p in prompt.groups[number].members)
+            if firsts[number] in gone and any(prompt.messages[p].role == "tool" for p in groups[number].members)
             else None
         )
         if copies is not None:
             cheap = sum(Prompt(copies, prompt.counter, prompt.per_message_overhead).costs)
             if cheap < cost:
                 excerpts[number], whole[number] = copies, cost - cheap
-        own = factor[number] * relevance[number]
-        if used + min(cost, cheap) > room * MAX_RECALL_SHARE * own:
+        if not take(number, factor(number) * relevance[number], min(cost, cheap)):
             excerpts.pop(number, None)
             continue
-        chosen.append(number)
-        least = min(least, own)
-        used += cheap if number in excerpts else cost
         sentence = best_sentence(number)[1]
         matched = [t for t in sentence if t in scores.rare]
         if matched and number not in scores.questions:  # what the sentence it was chosen for is about
@@ -479,8 +702,14 @@ def _choose(
             if about not in seen_with:
                 weight[about] *= COVERED
             seen_with.setdefault(about, set()).update(sentence)
+    # Fill: the other matching groups, most relevant first, whole (an excerpt is for the coverage step).
+    for number in sorted(fill, key=lambda n: (-fill[n], -firsts[n])):
+        if used >= room * share:
+            break
+        if number not in taken and not any(prompt.messages[p].role == "tool" for p in groups[number].members):
+            take(number, fill[number], group_costs[number])
     for number in [n for n in chosen if n in excerpts]:
-        if used + whole[number] <= room * MAX_RECALL_SHARE * least:
+        if used + whole[number] <= room * share * min(1.0, least / STRONG):
             used += whole[number]
             del excerpts[number]
     return chosen, {n: excerpts[n] for n in chosen if n in excerpts}

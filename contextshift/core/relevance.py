@@ -13,23 +13,30 @@ import math
 import re
 from collections.abc import Sequence
 from functools import cache, lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import bm25s
-import numpy as np
-import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
+if TYPE_CHECKING:  # numpy, bm25s and PyStemmer are imported when first used: ``import contextshift`` stays light
+    import numpy as np
+    import Stemmer
 
 #: ``bm25s.tokenize``'s own word pattern (scikit-learn's), so the words are exactly the ones it would give.
 _WORD = re.compile(r"(?u)\b\w\w+\b")
-_STOPWORDS = frozenset(STOPWORDS_EN)
 #: bm25s' default k1.
 BM25_K1 = 1.5
 
 
 @cache
 def _stemmer() -> Stemmer.Stemmer:
+    import Stemmer
+
     return Stemmer.Stemmer("english")
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -39,7 +46,8 @@ def _stem(word: str) -> str:
 
 @lru_cache(maxsize=1 << 14)
 def _analysed(text: str) -> tuple[str, ...]:
-    return tuple(_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+    stopwords = _stopwords()
+    return tuple(_stem(w) for w in _WORD.findall(text.lower()) if w not in stopwords)
 
 
 def _terms(texts: Sequence[str]) -> list[list[str]]:
@@ -59,6 +67,8 @@ def bm25_relevance(query: str, documents: Sequence[str]) -> list[float]:
     corpus = _terms(documents)
     if not any(corpus):
         return [0.0] * len(documents)
+    import bm25s
+
     retriever = bm25s.BM25()
     retriever.index(corpus, show_progress=False)
     scores = [float(s) for s in retriever.get_scores(query_terms)]
@@ -85,6 +95,8 @@ def bm25_scores(query_terms: Sequence[str], corpus: Sequence[Sequence[str]]) -> 
         return []
     if not query_terms or not any(corpus):
         return [0.0] * len(corpus)
+    import bm25s
+
     retriever = bm25s.BM25()
     retriever.index([list(d) for d in corpus], show_progress=False)
     return [float(s) for s in retriever.get_scores(list(query_terms))]
@@ -106,6 +118,8 @@ def bm25_term_matrix(
     query_terms: Sequence[str], corpus: Sequence[Sequence[str]], *, length_weight: float = 0.75
 ) -> np.ndarray[Any, np.dtype[np.float32]]:
     """:func:`bm25_term_scores` as one array: a row per distinct query term (in order), a column per document."""
+    import numpy as np
+
     wanted = list(dict.fromkeys(query_terms))
     scores = np.zeros((len(wanted), len(corpus)), dtype=np.float32)
     if not corpus or not wanted or not any(corpus):

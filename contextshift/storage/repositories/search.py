@@ -114,18 +114,21 @@ async def search_history(
     before_seq: int,
     limit: int,
     neighbours: int = 8,
+    beside: int = 0,
 ) -> tuple[list[MessageRow], list[str]]:
     """The best-matching messages older than ``before_seq`` with the messages around each tool call or
-    result (``neighbours`` either side, so its whole tool group can be found), oldest first; and the ids
-    of the matching ones, best first."""
+    result (``neighbours`` either side, so its whole tool group can be found) and around each other one
+    (``beside`` either side: the turn it answers, the one answering it), oldest first; and the ids of the
+    matching ones, best first."""
     ids = await search_message_ids(session, chat_id, words, before_seq=before_seq, limit=limit)
     if not ids:
         return [], []
     found = list(await session.scalars(select(MessageRow).where(MessageRow.id.in_(ids))))
     spans: list[tuple[int, int]] = []
     for row in sorted(found, key=lambda r: r.seq):
-        if _tool_like(row):
-            low, high = row.seq - neighbours, min(row.seq + neighbours, before_seq - 1)
+        reach = neighbours if _tool_like(row) else beside
+        if reach > 0:
+            low, high = row.seq - reach, min(row.seq + reach, before_seq - 1)
             if spans and low <= spans[-1][1] + 1:
                 spans[-1] = (spans[-1][0], max(spans[-1][1], high))
             else:
