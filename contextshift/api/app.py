@@ -25,7 +25,7 @@ from ..storage.liveness import instance_id_from_env
 from ..storage.secret_key import current_key, derived_secret
 from ..web import mount_web
 from . import browser
-from .auth import AuthMiddleware, caller
+from .auth import AuthMiddleware, caller, session_lifetime
 from .browser import CsrfGuard, TokenLogin, csrf_options
 from .compat_errors import CompatErrors
 from .created import link_created
@@ -104,6 +104,7 @@ def create_app(
     db = database if database is not None else Database(database_url, instance_id=instance_id_from_env())
     options = dict(client_options or {})
     limit = max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env()
+    session_lifetime()  # a wrong CONTEXTSHIFT_SESSION_DAYS stops the start, not the first sign-in
     compactor = Compactor(db, client_factory=client_factory, client_options=options)
     runner = make_runner(db, compactor, run_jobs=run_jobs)
     proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=proxy_audit_ttl)

@@ -81,9 +81,12 @@ def session_lifetime() -> timedelta:
     raw = os.environ.get(SESSION_DAYS_ENV, "").strip()
     if not raw:
         return SESSION_LIFETIME
-    days = float(raw)
-    if not days > 0 or days > 3650:
-        raise ValueError(f"{SESSION_DAYS_ENV} must be a number of days above 0 and at most 3650")
+    try:
+        days = float(raw)
+    except ValueError:
+        days = float("nan")
+    if not 0 < days <= 3650:
+        raise ValueError(f"{SESSION_DAYS_ENV} must be a number of days above 0 and at most 3650, not {raw!r}")
     return timedelta(days=days)
 
 
