@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..core.errors import ContextShiftError
@@ -92,6 +93,26 @@ def proxy_options(flag: str | None) -> dict[str, Any]:
     return {"proxy_headers": True, "forwarded_allow_ips": trusted}
 
 
+def secure_data_dir() -> Path:
+    """The data directory (``CONTEXTSHIFT_DATA_DIR`` or the user's), made readable by its owner only (0700): it
+    holds the SQLite file and the encryption key. ``data_dir`` creates a missing one with 0700; one that was
+    found with wider permissions (e.g. 0755, made by hand or by an older version) is narrowed here, at each
+    ``serve`` start. One that is not ours is left as its owner set it.
+
+    Returns:
+        The directory.
+    """
+    from ..storage.urls import data_dir
+
+    directory = data_dir()
+    try:
+        if directory.stat().st_mode & 0o077:
+            directory.chmod(0o700)
+    except PermissionError:
+        pass
+    return directory
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -101,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
+    secure_data_dir()
     url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
     address = base_url(args.host, args.port)
 
