@@ -23,8 +23,7 @@ from ..providers.base import ChatResult, StreamEvent
 from ..service.errors import ServiceError
 from ..service.proxy import ContextTooLong, Prepared, ProxyCall, ProxyService, UpstreamFailed, invalid_request
 from . import jsonspans
-from .jsonspans import TooManyMessages
-from .limits import MAX_MESSAGES, TOO_MANY_MESSAGES, BodyRefused
+from .limits import MAX_MESSAGES
 
 #: Response headers on every endpoint answer that reached fitting.
 EXCLUDED_HEADER = "x-contextshift-excluded"
@@ -70,19 +69,11 @@ async def read_body(request: Request) -> tuple[jsonspans.Parsed, bool]:
 
     Raises:
         ServiceError: 400 ``INVALID_REQUEST``, the body is not JSON.
-        BodyRefused: 413 ``TOO_MANY_MESSAGES``, more than ``MAX_MESSAGES`` messages.
+        TooManyMessages: 413 ``TOO_MANY_MESSAGES``, more than ``MAX_MESSAGES`` messages.
     """
     raw = await request.body()
     try:
-        parsed = jsonspans.parse(raw, max_messages=MAX_MESSAGES)
-    except TooManyMessages as error:
-        raise BodyRefused(
-            413,
-            TOO_MANY_MESSAGES,
-            f"The request holds {error.count} messages, more than the limit of {MAX_MESSAGES}.",
-            limit=MAX_MESSAGES,
-            count=error.count,
-        ) from None
+        parsed = jsonspans.parse(raw, max_messages=MAX_MESSAGES)  # TooManyMessages, a 413, goes up as it is
     except (ValueError, RecursionError):
         raise invalid_request("The request body is not valid JSON.") from None
     return parsed, b"\\u0000" not in raw

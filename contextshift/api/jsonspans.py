@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from ..core.errors import ContextShiftError
+from .limits import TOO_MANY_MESSAGES, BodyRefused
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 #: JSON's whitespace; a tuple, so that the empty string past the end is not in it.
@@ -37,17 +37,19 @@ _DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
 _LONG_NUMBER = b"0" * 20
 
 
-class TooManyMessages(ContextShiftError, ValueError):
-    """The body's ``messages`` array is longer than the caller allows.
+class TooManyMessages(BodyRefused):
+    """413 ``TOO_MANY_MESSAGES``: the body's ``messages`` array is longer than the caller allows.
 
     Args:
         count: how many messages it has.
+        limit: the most it may have.
     """
 
-    code = "TOO_MANY_MESSAGES"
+    code = TOO_MANY_MESSAGES
 
-    def __init__(self, count: int) -> None:
-        super().__init__(f"The request holds {count} messages, more than allowed.", count=count)
+    def __init__(self, count: int, limit: int) -> None:
+        message = f"The request holds {count} messages, more than the limit of {limit}."
+        super().__init__(TOO_MANY_MESSAGES, message, limit=limit, count=count)
         self.count = count
 
 
@@ -121,12 +123,12 @@ def parse(raw: bytes, max_messages: int | None = None) -> Parsed:
             if type(messages) is not list:
                 return Parsed(value, None)
             if max_messages is not None and len(messages) > max_messages:
-                raise TooManyMessages(len(messages))
+                raise TooManyMessages(len(messages), max_messages)
             dumps = orjson.dumps
             return Parsed(value, [dumps(item) for item in messages])
     messages = parsed.value.get("messages") if type(parsed.value) is dict else None
     if max_messages is not None and type(messages) is list and len(messages) > max_messages:
-        raise TooManyMessages(len(messages))
+        raise TooManyMessages(len(messages), max_messages)
     return parsed
 
 

@@ -53,8 +53,10 @@ PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
 MAX_HEAD_BYTES = 16 * 1024
 #: The most of an oversized body read (and thrown away) so that the client gets to read the 413: 64 MiB.
 MAX_DISCARD_BYTES = 64 * 1024 * 1024
-#: How long the server waits for the rest of an oversized body it discards.
+#: How long the server goes on reading an oversized body it discards, at most ...
 DISCARD_SECONDS = 30.0
+#: ... and how long it waits for the next piece: a client that sent only the head and waits is let go.
+DISCARD_IDLE_SECONDS = 1.0
 #: N6: the deepest nesting of arrays and objects in a JSON body (the body itself is level 1).
 MAX_NESTING = 64
 #: N6: the most values in a JSON body: every member of an object and every element of an array counts.
@@ -140,22 +142,29 @@ _SUSPECT_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u(0000|[dD][89a-fA-F][0-9a-fA-
 _RAW_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 
 
+#: The HTTP status of each refusal of a body's shape or text.
+BODY_REFUSALS = {JSON_TOO_DEEP: 400, TEXT_NOT_STORABLE: 400, TOO_MANY_PARTS: 413, TOO_MANY_MESSAGES: 413}
+
+
 class BodyRefused(ContextShiftError):
     """A JSON body refused for its shape or its text (N6), before it became objects.
 
     Args:
-        status: the HTTP status (400 or 413).
-        code: ``JSON_TOO_DEEP``, ``TOO_MANY_PARTS``, ``TOO_MANY_MESSAGES`` or ``TEXT_NOT_STORABLE``.
+        code: ``JSON_TOO_DEEP`` or ``TEXT_NOT_STORABLE`` (400), ``TOO_MANY_PARTS`` or ``TOO_MANY_MESSAGES`` (413).
         message: what is wrong, with the limit.
         **params: the limit and what was found.
     """
 
     code = TEXT_NOT_STORABLE
 
-    def __init__(self, status: int, code: str, message: str, **params: object) -> None:
+    def __init__(self, code: str, message: str, **params: object) -> None:
         super().__init__(message, **params)
-        self.status = status
         self.code = code
+
+    @property
+    def status(self) -> int:
+        """The HTTP status of its code."""
+        return BODY_REFUSALS[self.code]
 
 
 def _unstorable(raw: bytes) -> str | None:
@@ -193,13 +202,12 @@ def check_body(raw: bytes) -> None:
     """
     reason = _unstorable(raw)
     if reason is not None:
-        raise BodyRefused(400, TEXT_NOT_STORABLE, f"The request holds text that cannot be stored: {reason}.")
+        raise BodyRefused(TEXT_NOT_STORABLE, f"The request holds text that cannot be stored: {reason}.")
     structure = _STRING.sub(b"", raw).translate(None, _NOT_STRUCTURE)
     containers = structure.count(b"[") + structure.count(b"{")
     parts = containers + structure.count(b",")  # members and elements, from above: n of them have n-1 commas
     if parts > MAX_PARTS:
         raise BodyRefused(
-            413,
             TOO_MANY_PARTS,
             f"The request holds more than {MAX_PARTS} values (members and elements); send fewer messages or parts.",
             limit=MAX_PARTS,
@@ -209,7 +217,6 @@ def check_body(raw: bytes) -> None:
     steps = array("b", structure.translate(_DEPTH_STEP, b","))
     if max(accumulate(steps, initial=0)) > MAX_NESTING:
         raise BodyRefused(
-            400,
             JSON_TOO_DEEP,
             f"The request nests arrays and objects more than {MAX_NESTING} levels deep.",
             limit=MAX_NESTING,
@@ -235,13 +242,16 @@ def _expects_continue(scope: Scope) -> bool:
 
 
 async def _discard(receive: Receive, already: int = 0) -> None:
-    """Read and drop the rest of a body, up to ``MAX_DISCARD_BYTES`` and ``DISCARD_SECONDS``: the client
-    that is still sending then reads the answer instead of a reset connection."""
+    """Read and drop the rest of a body, up to ``MAX_DISCARD_BYTES`` and ``DISCARD_SECONDS``, while it keeps
+    coming (a pause of ``DISCARD_IDLE_SECONDS`` ends it): the client that is still sending then reads the answer
+    instead of a reset connection."""
     read = already
     with anyio.move_on_after(DISCARD_SECONDS):
         while read < MAX_DISCARD_BYTES:
-            message = await receive()
-            if message["type"] != "http.request":
+            message: Message | None = None
+            with anyio.move_on_after(DISCARD_IDLE_SECONDS):
+                message = await receive()
+            if message is None or message["type"] != "http.request":
                 return
             read += len(message.get("body", b""))
             if not message.get("more_body", False):
