@@ -13,8 +13,8 @@
   bytes before it becomes objects (:func:`check_body`): at most ``MAX_NESTING`` levels of arrays and objects
   (400 ``JSON_TOO_DEEP``), at most ``MAX_PARTS`` values in all (every member of an object and every element
   of an array; 413 ``TOO_MANY_PARTS``), and no text a database cannot store: a ``\\u0000`` escape or a lone
-  surrogate (escaped or as bytes) is 400 ``TEXT_NOT_STORABLE``. The strings are cut out with one regular
-  expression and the brackets counted with C loops, so a body costs its own size a few times over, never a
+  surrogate (escaped or as bytes) is 400 ``TEXT_NOT_STORABLE``. The strings are cut out by splitting at the
+  quotes and the brackets counted with C loops, so a body costs its own size a few times over, never a
   Python object per value. ``/v1`` adds ``MAX_MESSAGES`` (see ``compat_forward``). docs/limits.md has the
   numbers and why.
 - A request line and headers over ``MAX_HEAD_BYTES`` get 431 ``REQUEST_HEADERS_TOO_LARGE``.
@@ -130,14 +130,16 @@ def _has_control(raw: bytes) -> bool:
     return _CONTROL.search(unquote_to_bytes(raw)) is not None
 
 
-#: A JSON string, quotes included (the unrolled form: no backtracking per character).
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 #: Every byte but the brackets and the comma: what :func:`check_body` deletes once the strings are gone.
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b"[]{},")
 #: ``[`` and ``{`` as +1, ``]`` and ``}`` as -1 (a signed byte), everything else as 0.
 _DEPTH_STEP = bytes(1 if b in b"[{" else 255 if b in b"]}" else 0 for b in range(256))
 #: An escape of NUL or of a surrogate, after an even run of backslashes (so not ``\\u0000``, a text).
 _SUSPECT_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u(0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+#: A backslash and the byte it escapes.
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+#: Where a NUL or surrogate escape may be (a cheap scan first: most bodies have none).
+_MAYBE_SUSPECT = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 #: A surrogate written as UTF-8 bytes (CESU-style, not UTF-8) or NUL: never valid in a stored text.
 _RAW_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
 
@@ -171,7 +173,7 @@ def _unstorable(raw: bytes) -> str | None:
     """Why ``raw``'s text cannot be stored (NUL, a lone surrogate), or None."""
     if _RAW_SURROGATE.search(raw) is not None:
         return "a surrogate code point written as bytes"
-    if b"\\u" not in raw:
+    if _MAYBE_SUSPECT.search(raw) is None:
         return None
     expect_low = -1  # where a high surrogate's low half must start
     for match in _SUSPECT_ESCAPE.finditer(raw):
@@ -189,6 +191,16 @@ def _unstorable(raw: bytes) -> str | None:
     return "a lone surrogate escape (\\ud800-\\udfff without its pair)" if expect_low != -1 else None
 
 
+def _structure(raw: bytes) -> bytes:
+    """The brackets and commas of a JSON text outside its strings, in order.
+
+    Outside strings JSON has no backslash, so removing every escape (a backslash and the byte after it, left
+    to right) leaves quotes that only open and close strings; the even pieces between them are what is outside.
+    """
+    unescaped = _ESCAPE.sub(b"", raw) if b"\\" in raw else raw
+    return b"".join(unescaped.split(b'"')[::2]).translate(None, _NOT_STRUCTURE)
+
+
 def check_body(raw: bytes) -> None:
     """Refuse a JSON body over the N6 limits or with text that cannot be stored, from its bytes alone.
 
@@ -203,7 +215,7 @@ def check_body(raw: bytes) -> None:
     reason = _unstorable(raw)
     if reason is not None:
         raise BodyRefused(TEXT_NOT_STORABLE, f"The request holds text that cannot be stored: {reason}.")
-    structure = _STRING.sub(b"", raw).translate(None, _NOT_STRUCTURE)
+    structure = _structure(raw)
     containers = structure.count(b"[") + structure.count(b"{")
     parts = containers + structure.count(b",")  # members and elements, from above: n of them have n-1 commas
     if parts > MAX_PARTS:
