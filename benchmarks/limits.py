@@ -11,7 +11,8 @@ service as ``contextshift serve`` on a fresh SQLite file (a real server process,
 then sends, per kind, requests in a row and then several at once, reading the server's RSS after each:
 
 * *attack*: the issue's request, 200,000 one-character messages (6 MB here, 6.6 MB in the issue): refused
-  from its bytes (413 ``TOO_MANY_PARTS``) before it becomes objects. Before N6 each one added about 800 MiB that was not given back.
+  from its bytes (413 ``TOO_MANY_PARTS``) before it becomes objects. Before N6 each one added about 800 MiB
+  that was not given back.
 * *largest accepted*: ``MAX_MESSAGES`` (10,000) short messages, fitted and forwarded: 200.
 * *deep*: 1,000 levels of nesting in an extra field: 400 ``JSON_TOO_DEEP``.
 * *oversized*: a 20 MB body with its ``Content-Length``: 413 ``PAYLOAD_TOO_LARGE``, read and discarded so the
