@@ -32,7 +32,7 @@ from .created import link_created
 from .errors import install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
 from .health import install_health
-from .limits import RequestLimits, max_body_bytes_from_env
+from .limits import BodyChecks, RequestLimits, max_body_bytes_from_env
 from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
 from .refusals import add_refusals
 from .routes import (
@@ -153,7 +153,9 @@ def create_app(
     )
     install_error_handlers(app)
     # Outermost last: /v1's error shapes, Host/Origin/body type and the security headers, the body limit, the
-    # token login (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.
+    # token login (/?token=), the CSRF check of cookie-authenticated changes, who is calling, then the shape and
+    # text of a signed-in caller's JSON body.
+    app.add_middleware(BodyChecks)  # N6, on the bodies of signed-in callers only
     app.add_middleware(AuthMiddleware)
     app.add_middleware(CsrfGuard, **csrf_options(derived_secret(key, "csrf")))
     app.add_middleware(TokenLogin)

@@ -9,14 +9,14 @@
   an oversized body (unless the client sent ``Expect: 100-continue``, which uvicorn answers only when the body
   is read: such a client waits for the 413 and never sends the body), so the client, still sending, receives
   the 413 instead of a reset connection. A body larger than that is answered at once and the connection closed.
-- N6: a JSON body (a state-changing request to ``/api/``, ``/v1/`` or ``/session``) is checked on its raw
-  bytes before it becomes objects (:func:`check_body`): at most ``MAX_NESTING`` levels of arrays and objects
-  (400 ``JSON_TOO_DEEP``), at most ``MAX_PARTS`` values in all (every member of an object and every element
-  of an array; 413 ``TOO_MANY_PARTS``), and no text a database cannot store: a ``\\u0000`` escape or a lone
-  surrogate (escaped or as bytes) is 400 ``TEXT_NOT_STORABLE``. The strings are cut out by splitting at the
-  quotes and the brackets counted with C loops, so a body costs its own size a few times over, never a
-  Python object per value. ``/v1`` adds ``MAX_MESSAGES`` (see ``compat_forward``). docs/limits.md has the
-  numbers and why.
+- N6: a JSON body (a state-changing request to ``/api/``, ``/v1/`` or ``/session``) of a signed-in caller is
+  checked on its raw bytes before it becomes objects (:class:`BodyChecks`, :func:`check_body`): at most
+  ``MAX_NESTING`` levels of arrays and objects (400 ``JSON_TOO_DEEP``), at most ``MAX_PARTS`` values in all
+  (every member of an object and every element of an array; 413 ``TOO_MANY_PARTS``), and no text a database
+  cannot store: a ``\\u0000`` escape or a lone surrogate (escaped or as bytes) is 400 ``TEXT_NOT_STORABLE``.
+  The strings are cut out by splitting at the quotes and the brackets counted with C loops, so a body costs
+  its own size a few times over, never a Python object per value. ``/v1`` adds ``MAX_MESSAGES`` (see
+  ``compat_forward``). docs/limits.md has the numbers and why.
 - A request line and headers over ``MAX_HEAD_BYTES`` get 431 ``REQUEST_HEADERS_TOO_LARGE``.
 - A path or query string with NUL or another control character answers 404 ``NOT_FOUND`` on every backend:
   no stored id can hold one (ids are hex; the query strings hold id filters, numbers and flags), and
@@ -271,8 +271,8 @@ async def _discard(receive: Receive, already: int = 0) -> None:
 
 
 class RequestLimits:
-    """ASGI middleware: 413 for a body over ``max_body_bytes`` (readable: see the module's doc), the N6 checks
-    of a JSON body, 404 for a path or a query string with a control character, 431 for a large head."""
+    """ASGI middleware: 413 for a body over ``max_body_bytes`` (readable: see the module's doc), 404 for a path or
+    a query string with a control character, 431 for a large head. :class:`BodyChecks` does N6, further in."""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
         self.app = app
@@ -301,9 +301,6 @@ class RequestLimits:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
                 await self._too_large(scope, receive, send, declared=int(value))
                 return
-        if _json_body(scope):
-            await self._checked(scope, receive, send)
-            return
         await self.app(scope, self._counted(receive, scope), send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, declared: int | None, read: int = 0) -> None:
@@ -316,23 +313,53 @@ class RequestLimits:
             await _discard(receive, read)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _checked(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Read the (bounded) body, check it (:func:`check_body`), and hand it on whole."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
+    def _counted(self, receive: Receive, scope: Scope) -> Receive:
+        limit = self.max_body_bytes
+        received = 0
+
+        async def counted_receive() -> Message:
+            nonlocal received
             message = await receive()
-            if message["type"] != "http.request":  # the client left: nothing to answer
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                chunks.clear()
-                await self._too_large(scope, receive, send, declared=None, read=size)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    if message.get("more_body", False) and not _expects_continue(scope):
+                        await _discard(receive, received)  # so that the client reads the 413 (issue 25)
+                    raise BodyTooLarge(limit)
+            return message
+
+        return counted_receive
+
+
+class BodyChecks:
+    """ASGI middleware: the N6 checks of a JSON body (:func:`check_body`) before any route reads it.
+
+    It sits inside the sign-in (``AuthMiddleware``): a caller who is not signed in gets 401 without a byte of
+    their body read, so only signed-in callers can make the service buffer a body (of at most the size limit,
+    which :class:`RequestLimits`, outside, counts).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _json_body(scope):
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        try:
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":  # the client left: nothing to answer
+                    return
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+        except BodyTooLarge as error:  # RequestLimits counted past the limit (and read the rest)
+            chunks.clear()
+            message_text, params = too_large_body(error.limit)
+            await _answer(send, 413, PAYLOAD_TOO_LARGE, message_text, params, close=True)
+            return
         body = b"".join(chunks)
         chunks.clear()
         try:
@@ -352,20 +379,3 @@ class RequestLimits:
             return await receive()  # after the body: a disconnect, for a streaming answer to notice
 
         await self.app(scope, replay, send)
-
-    def _counted(self, receive: Receive, scope: Scope) -> Receive:
-        limit = self.max_body_bytes
-        received = 0
-
-        async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    if message.get("more_body", False) and not _expects_continue(scope):
-                        await _discard(receive, received)  # so that the client reads the 413 (issue 25)
-                    raise BodyTooLarge(limit)
-            return message
-
-        return counted_receive

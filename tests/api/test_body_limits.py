@@ -258,3 +258,11 @@ async def test_a_chat_holding_a_lone_surrogate_from_an_older_version_stays_reada
     # and its search and a patch of another field still answer
     pinned = await service.http.patch(f"/api/v2/chats/{ids['chat']}/messages/{message_id}", json={"pinned": True})
     assert (pinned.status_code, pinned.json()["message"]["content"]) == (200, "a\ufffdb \U0001f600")
+
+
+async def test_a_caller_who_is_not_signed_in_gets_401_before_the_body_is_checked(service: Service) -> None:
+    deep = b'{"model": "gpt-4o", "extra": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+    async with service.client() as anonymous:
+        for path in (OPENAI, ANTHROPIC, "/api/v2/bots"):
+            response = await anonymous.post(path, content=deep, headers=JSON)
+            assert response.status_code == 401, (path, response.text)
