@@ -101,7 +101,7 @@ class TokenList(BaseModel):
     tokens: list[TokenOut]
 
 
-class SessionOut(BaseModel):
+class BrowserSessionOut(BaseModel):
     id: str
     created_at: datetime
     last_used_at: datetime | None
@@ -111,8 +111,8 @@ class SessionOut(BaseModel):
     current: bool = Field(description="This request came with this session's cookie")
 
 
-class SessionList(BaseModel):
-    sessions: list[SessionOut]
+class BrowserSessionList(BaseModel):
+    sessions: list[BrowserSessionOut]
 
 
 def user_view(row: UserRow) -> UserOut:
@@ -237,14 +237,14 @@ async def revoke_token(token_id: str, principal: Caller, repos: Repos) -> dict[s
     return {"deleted": True}
 
 
-@router.get("/sessions", response_model=SessionList)
+@router.get("/sessions", response_model=BrowserSessionList)
 async def list_sessions(principal: Caller, repos: Repos) -> dict[str, Any]:
     """The caller's browser sessions that have not expired, newest first (never their secrets)."""
     lifetime = session_lifetime()
     rows = await repos.tokens.sessions_for(principal.user_id, utcnow() - lifetime)
     return {
         "sessions": [
-            SessionOut(
+            BrowserSessionOut(
                 id=row.id,
                 created_at=row.created_at,
                 last_used_at=row.last_used_at,
