@@ -25,14 +25,14 @@ from ..storage.liveness import instance_id_from_env
 from ..storage.secret_key import current_key, derived_secret
 from ..web import mount_web
 from . import browser
-from .auth import AuthMiddleware, caller
+from .auth import AuthMiddleware, caller, session_lifetime
 from .browser import CsrfGuard, TokenLogin, csrf_options
 from .compat_errors import CompatErrors
 from .created import link_created
 from .errors import install_error_handlers
 from .guard import RequestGuard, allowed_hosts_from_env
 from .health import install_health
-from .limits import RequestLimits, max_body_bytes_from_env
+from .limits import BodyChecks, RequestLimits, max_body_bytes_from_env
 from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
 from .refusals import add_refusals
 from .routes import (
@@ -104,6 +104,7 @@ def create_app(
     db = database if database is not None else Database(database_url, instance_id=instance_id_from_env())
     options = dict(client_options or {})
     limit = max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env()
+    session_lifetime()  # a wrong CONTEXTSHIFT_SESSION_DAYS stops the start, not the first sign-in
     compactor = Compactor(db, client_factory=client_factory, client_options=options)
     runner = make_runner(db, compactor, run_jobs=run_jobs)
     proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=proxy_audit_ttl)
@@ -152,7 +153,9 @@ def create_app(
     )
     install_error_handlers(app)
     # Outermost last: /v1's error shapes, Host/Origin/body type and the security headers, the body limit, the
-    # token login (/?token=), the CSRF check of cookie-authenticated changes, then who is calling.
+    # token login (/?token=), the CSRF check of cookie-authenticated changes, who is calling, then the shape and
+    # text of a signed-in caller's JSON body.
+    app.add_middleware(BodyChecks)  # N6, on the bodies of signed-in callers only
     app.add_middleware(AuthMiddleware)
     app.add_middleware(CsrfGuard, **csrf_options(derived_secret(key, "csrf")))
     app.add_middleware(TokenLogin)

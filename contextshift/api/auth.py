@@ -12,7 +12,9 @@ scheme in the OpenAPI document.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
@@ -38,6 +40,8 @@ bearer_scheme = HTTPBearer(
 
 #: The browser's session cookie (see ``browser.py``); a session lasts ``SESSION_LIFETIME``.
 SESSION_COOKIE = "contextshift_session"
+#: How many days a browser session lasts (its cookie's ``Max-Age`` too); default ``SESSION_LIFETIME``, 30 days.
+SESSION_DAYS_ENV = "CONTEXTSHIFT_SESSION_DAYS"
 #: Paths that need a signed-in user: the API and the OpenAI-compatible endpoint.
 PROTECTED_PREFIXES = ("/api/", "/v1/")
 #: The header the ``anthropic`` SDK sends its API key in (a contextshift token, on ``/v1`` only).
@@ -67,6 +71,25 @@ class AuthError(ServiceError):
         super().__init__(Refusal.UNAUTHENTICATED, code, message)
 
 
+def session_lifetime() -> timedelta:
+    """How long a browser session lasts: ``CONTEXTSHIFT_SESSION_DAYS`` (a positive number of days, fractions
+    allowed), else ``SESSION_LIFETIME`` (30 days).
+
+    Raises:
+        ValueError: the setting is not a positive number.
+    """
+    raw = os.environ.get(SESSION_DAYS_ENV, "").strip()
+    if not raw:
+        return SESSION_LIFETIME
+    try:
+        days = float(raw)
+    except ValueError:
+        days = float("nan")
+    if not 0 < days <= 3650:
+        raise ValueError(f"{SESSION_DAYS_ENV} must be a number of days above 0 and at most 3650, not {raw!r}")
+    return timedelta(days=days)
+
+
 def auth_required() -> AuthError:
     return AuthError("AUTH_REQUIRED", "Sign in: send Authorization: Bearer <token>.")
 
@@ -93,7 +116,7 @@ async def principal_for(db: Database, secret: str, kind: str = "api") -> Princip
             await Repositories(session).tokens.touch(token.id)
     if user.disabled or token.kind != kind:
         return None
-    if kind == "session" and utcnow() - token.created_at > SESSION_LIFETIME:
+    if kind == "session" and utcnow() - token.created_at > session_lifetime():
         return None
     return Principal(
         user_id=user.id, name=user.name, role=user.role, token_id=token.id, context_strategy=token.context_strategy
@@ -151,8 +174,6 @@ class AuthMiddleware:
         if header is None and api_key is None and not cookie:
             raise auth_required()
         limiter = getattr(request.app.state, "login_limiter", None)
-        if limiter is not None:
-            await limiter.check(request)  # a client whose tokens keep failing is refused before any lookup
         secret = bearer_secret(header) if header is not None else (api_key.strip() or None) if api_key else cookie
         found = None
         if secret is not None:
@@ -160,8 +181,12 @@ class AuthMiddleware:
             found = await principal_for(request.app.state.db, secret, kind=kind)
         if found is None:
             if limiter is not None:
+                await limiter.check(request)  # a limited client is told when to try again, uncounted
                 await limiter.failed(request)
             raise auth_invalid()
+        # a valid token is accepted even from a limited address (N2): guessing one of 256 random bits is
+        # hopeless, so the limit only slows guessing; refusing valid tokens would let one noisy client behind
+        # a shared address lock everyone out (docs/limits.md)
         return found
 
 

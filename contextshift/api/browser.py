@@ -3,7 +3,10 @@
 - ``GET /?token=…`` checks the token, sets the session cookie (HttpOnly, SameSite=Strict, Secure over https)
   and redirects to ``/`` without the token in the address (a wrong token: to the sign-in page).
 - ``POST /session {"token"}`` does the same for the UI's sign-in page; ``DELETE /session`` signs out.
-- A session is a token of kind ``session`` (stored hashed, like API tokens), valid for ``SESSION_DAYS``.
+- A session is a token of kind ``session`` (stored hashed, like API tokens), valid for ``session_lifetime()``
+  (``CONTEXTSHIFT_SESSION_DAYS``, default 30 days); its cookie carries the same ``Max-Age``. It belongs to the
+  API token it was opened with: revoking that token ends it at once. ``GET /api/v2/sessions`` lists a user's
+  sessions and ``DELETE /api/v2/sessions/{id}`` ends one (routes/users.py).
 - CSRF: ``starlette-csrf``'s double-submit cookie. Every page load gets a signed ``contextshift_csrf`` cookie
   the UI's script reads and echoes in ``X-CSRF-Token``; a state-changing request that carries the session
   cookie without a matching header is 403 ``CSRF_FAILED``. Requests with an ``Authorization`` header are
@@ -23,11 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette_csrf.middleware import CSRFMiddleware
 
-from ..service.accounts import SESSION_LIFETIME
 from ..service.errors import ServiceError
 from ..storage import Repositories
 from ..storage.types import utcnow
-from .auth import SESSION_COOKIE, auth_invalid, principal_for
+from .auth import SESSION_COOKIE, auth_invalid, principal_for, session_lifetime
 from .errors import error_responses, http_headers, http_status
 
 CSRF_COOKIE = "contextshift_csrf"
@@ -49,18 +51,22 @@ class SessionOut(BaseModel):
 
 
 async def start_session(request: Request, secret: str) -> str | None:
-    """A new session secret for the user of API token ``secret``, or None when the token is not valid.
-    Raises 429 ``AUTH_RATE_LIMITED`` when this client's tokens have failed too often lately."""
+    """A new session secret for the user of API token ``secret`` (the session belongs to that token), or None
+    when the token is not valid. A valid token is accepted even from a limited address (see ``auth``).
+
+    Raises:
+        ServiceError: 429 ``AUTH_RATE_LIMITED``, a wrong token from a client whose tokens failed too often lately.
+    """
     limiter = request.app.state.login_limiter
-    await limiter.check(request)
     principal = await principal_for(request.app.state.db, secret)
     if principal is None:
+        await limiter.check(request)
         await limiter.failed(request)
         return None
     async with request.app.state.db.session() as session:
         tokens = Repositories(session).tokens
-        await tokens.delete_sessions_before(utcnow() - SESSION_LIFETIME)  # expired ones sign no one in anyway
-        issued = await tokens.issue(principal.user_id, name="browser", kind="session")
+        await tokens.delete_sessions_before(utcnow() - session_lifetime())  # expired ones sign no one in anyway
+        issued = await tokens.issue(principal.user_id, name="browser", kind="session", opened_by=principal.token_id)
     return issued.secret
 
 
@@ -72,6 +78,7 @@ def set_session_cookie(request: Request, response: Response, secret: str) -> Non
         samesite="strict",
         secure=request.url.scheme == "https",
         path="/",
+        max_age=int(session_lifetime().total_seconds()),  # the session's own end, not the browser's
     )
 
 

@@ -23,6 +23,7 @@ from ..providers.base import ChatResult, StreamEvent
 from ..service.errors import ServiceError
 from ..service.proxy import ContextTooLong, Prepared, ProxyCall, ProxyService, UpstreamFailed, invalid_request
 from . import jsonspans
+from .limits import MAX_MESSAGES
 
 #: Response headers on every endpoint answer that reached fitting.
 EXCLUDED_HEADER = "x-contextshift-excluded"
@@ -61,12 +62,21 @@ def proxy_service(request: Request) -> ProxyService:
 
 
 async def read_body(request: Request) -> tuple[jsonspans.Parsed, bool]:
-    """The parsed body (with each message's JSON text), and whether it is free of NUL characters."""
+    """The parsed body (with each message's JSON text), and whether it is free of NUL characters.
+
+    The body's nesting, size in values and text were checked on its bytes (``limits.check_body``); the
+    number of messages is checked here, before each message is written back to its JSON.
+
+    Raises:
+        ServiceError: 400 ``INVALID_REQUEST``, the body is not JSON.
+        TooManyMessages: 413 ``TOO_MANY_MESSAGES``, more than ``MAX_MESSAGES`` messages.
+    """
     raw = await request.body()
     try:
-        return jsonspans.parse(raw), b"\\u0000" not in raw
-    except ValueError:
+        parsed = jsonspans.parse(raw, max_messages=MAX_MESSAGES)  # TooManyMessages, a 413, goes up as it is
+    except (ValueError, RecursionError):
         raise invalid_request("The request body is not valid JSON.") from None
+    return parsed, b"\\u0000" not in raw
 
 
 async def forward(service: ProxyService, prepared: Prepared, dialect: Dialect) -> Response:

@@ -28,6 +28,8 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     "MALFORMED_REQUEST": ErrorCode(400, "Not valid HTTP/1.1: its request line, headers or framing cannot be read"),
     "MALFORMED_JSON": ErrorCode(400, "The body is not valid JSON"),
     "HOST_NOT_ALLOWED": ErrorCode(400, "The Host header names a host this service does not answer to"),
+    "JSON_TOO_DEEP": ErrorCode(400, "The body nests arrays and objects deeper than the limit (params.limit)"),
+    "TEXT_NOT_STORABLE": ErrorCode(400, "The body holds text no database stores: NUL or a lone surrogate"),
     # 401 and 429: who is calling
     "AUTH_REQUIRED": ErrorCode(401, "No token: send Authorization: Bearer <token>"),
     "AUTH_INVALID": ErrorCode(401, "The token is wrong, revoked, or its user is disabled"),
@@ -46,11 +48,14 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     "MODEL_NOT_FOUND": ErrorCode(404, "No model with that id"),
     "PROVIDER_NOT_FOUND": ErrorCode(404, "No provider with that id"),
     "PROXY_AUDIT_NOT_FOUND": ErrorCode(404, "No audit of the OpenAI-compatible endpoint with that id"),
+    "SESSION_NOT_FOUND": ErrorCode(404, "No browser session of yours with that id"),
     "TOKEN_NOT_FOUND": ErrorCode(404, "No token of yours with that id"),
     "USER_NOT_FOUND": ErrorCode(404, "No user with that id"),
     # 405, 413, 415, 431, 501: what the HTTP layer refuses
     "METHOD_NOT_ALLOWED": ErrorCode(405, "The path does not take that method; Allow lists those it takes"),
     "PAYLOAD_TOO_LARGE": ErrorCode(413, "The body is over the size limit (params.limit, in bytes)"),
+    "TOO_MANY_PARTS": ErrorCode(413, "The body holds more values (members and elements) than the limit"),
+    "TOO_MANY_MESSAGES": ErrorCode(413, "A /v1 request holds more messages than the limit (params.limit)"),
     "UNSUPPORTED_MEDIA_TYPE": ErrorCode(415, "A change whose body is not application/json"),
     "REQUEST_HEADERS_TOO_LARGE": ErrorCode(431, "The request line and headers together are over the limit"),
     "TRANSFER_ENCODING_NOT_IMPLEMENTED": ErrorCode(501, "A Transfer-Encoding other than chunked"),

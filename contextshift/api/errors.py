@@ -22,7 +22,7 @@ from ..service.errors import Refusal, ServiceError
 from ..storage import NameTaken, NotFound
 from ..storage.database import DatabaseBusy
 from .error_codes import ERROR_CODES, codes_of, reason_phrase
-from .limits import PAYLOAD_TOO_LARGE, BodyTooLarge, too_large_body
+from .limits import PAYLOAD_TOO_LARGE, BodyRefused, BodyTooLarge, too_large_body
 
 log = logging.getLogger("contextshift.api")
 
@@ -111,6 +111,10 @@ def error_status(error: ContextShiftError) -> int:
         return http_status(error)
     if isinstance(error, DatabaseBusy):
         return BUSY_STATUS
+    if isinstance(error, BodyTooLarge):
+        return 413
+    if isinstance(error, BodyRefused):
+        return error.status
     if isinstance(error, ProviderError):
         return PROVIDER_STATUS.get(error.code, 502)
     if isinstance(error, NotFound):
@@ -131,6 +135,8 @@ def error_response(error: ContextShiftError) -> JSONResponse:
         return envelope(status, error.code, error.message)
     if isinstance(error, TokenBudgetExceeded):
         return envelope(status, error.code, error.message, budget_params(error))
+    if isinstance(error, (BodyTooLarge, BodyRefused)):  # their params are numbers
+        return envelope(status, error.code, error.message, dict(error.params))
     return envelope(status, error.code, error.message, {k: str(v) for k, v in error.params.items()})
 
 
@@ -153,8 +159,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
-        if error.status_code == 413:  # the body limit (limits.py), raised before the body is read
-            message, params = too_large_body(error.limit if isinstance(error, BodyTooLarge) else None)
+        if error.status_code == 413:  # the framework's own (limits.py raises BodyTooLarge, a ContextShiftError)
+            message, params = too_large_body(None)
             return envelope(413, PAYLOAD_TOO_LARGE, message, params)
         if error.status_code == 404:
             return envelope(404, "NOT_FOUND", "No such route.")

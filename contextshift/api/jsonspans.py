@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from .limits import TOO_MANY_MESSAGES, BodyRefused
+
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 #: JSON's whitespace; a tuple, so that the empty string past the end is not in it.
 _BLANKS = (" ", "\t", "\n", "\r")
@@ -33,6 +35,22 @@ scanstring: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # t
 _DIGITS = bytes(48 if 48 <= b <= 57 else 32 for b in range(256))
 #: 20 digits: the shortest integer that may be past 64 bits (2**64 has 20 digits).
 _LONG_NUMBER = b"0" * 20
+
+
+class TooManyMessages(BodyRefused):
+    """413 ``TOO_MANY_MESSAGES``: the body's ``messages`` array is longer than the caller allows.
+
+    Args:
+        count: how many messages it has.
+        limit: the most it may have.
+    """
+
+    code = TOO_MANY_MESSAGES
+
+    def __init__(self, count: int, limit: int) -> None:
+        message = f"The request holds {count} messages, more than the limit of {limit}."
+        super().__init__(TOO_MANY_MESSAGES, message, limit=limit, count=count)
+        self.count = count
 
 
 class Parsed:
@@ -82,23 +100,36 @@ def _array(text: str, index: int) -> tuple[list[Any], list[str], int]:
         index = _skip(text, index + 1)
 
 
-def parse(raw: bytes) -> Parsed:
+def parse(raw: bytes, max_messages: int | None = None) -> Parsed:
     """``json.loads(raw)``, plus the JSON of each ``messages`` element when the body is an object.
 
+    Args:
+        raw: the body.
+        max_messages: the most elements ``messages`` may have (checked before they are written back).
+
     Raises:
+        TooManyMessages: ``messages`` has more than ``max_messages`` elements.
         ValueError: ``raw`` is not one JSON value (``UnicodeDecodeError`` included).
     """
     if _LONG_NUMBER in raw.translate(_DIGITS):  # orjson reads an integer past 64 bits as a float; json does not
-        return _scanned(raw)
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return _scanned(raw)
-    messages = value.get("messages") if type(value) is dict else None
-    if type(messages) is not list:
-        return Parsed(value, None)
-    dumps = orjson.dumps
-    return Parsed(value, [dumps(item) for item in messages])
+        parsed = _scanned(raw)
+    else:
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            parsed = _scanned(raw)
+        else:
+            messages = value.get("messages") if type(value) is dict else None
+            if type(messages) is not list:
+                return Parsed(value, None)
+            if max_messages is not None and len(messages) > max_messages:
+                raise TooManyMessages(len(messages), max_messages)
+            dumps = orjson.dumps
+            return Parsed(value, [dumps(item) for item in messages])
+    messages = parsed.value.get("messages") if type(parsed.value) is dict else None
+    if max_messages is not None and type(messages) is list and len(messages) > max_messages:
+        raise TooManyMessages(len(messages), max_messages)
+    return parsed
 
 
 def _scanned(raw: bytes) -> Parsed:
@@ -141,4 +172,4 @@ def _scanned(raw: bytes) -> Parsed:
     return Parsed(body, texts)
 
 
-__all__ = ["Parsed", "parse"]
+__all__ = ["Parsed", "TooManyMessages", "parse"]

@@ -3,9 +3,11 @@
 Every wrong token (bearer, cookie, login URL or sign-in page) counts against its client in a moving window
 (the ``limits`` library). The counts live in memory, per process, unless ``CONTEXTSHIFT_LOGIN_LIMIT_STORAGE``
 names a shared store (``redis://host:6379/0``, needs the ``redis`` package: the ``redis`` extra), so that
-instances behind one proxy count together. Over the limit, the client's next attempts are refused with
-429 ``AUTH_RATE_LIMITED`` and ``Retry-After`` before any token is looked at. The log says so, with the client's
-address and never the token.
+instances behind one proxy count together. Over the limit, the client's next wrong tokens are refused with
+429 ``AUTH_RATE_LIMITED`` and ``Retry-After``, while a valid token is still accepted: a token has 256 random
+bits, so the limit only has to slow guessing, and one noisy client behind a shared address must not lock
+everyone else out (docs/limits.md). The client is the peer address; forwarded headers count only from the
+proxies ``serve --forwarded-allow-ips`` names. The log says so, with the client's address and never the token.
 """
 
 from __future__ import annotations

@@ -154,10 +154,11 @@ class ProviderCreate(Strict):
 
 
 class ProviderPatch(Strict):
-    """Fields to change. ``null`` leaves name, base_url, enabled and count_tokens unchanged; a null api_key
-    removes the key."""
+    """Fields to change. ``null`` leaves name, kind, base_url, enabled and count_tokens unchanged; a null api_key
+    removes the key. A new ``kind`` or ``base_url`` without a new ``api_key`` clears the key (N2)."""
 
     name: Required | None = Field(default=None, min_length=1, max_length=200)
+    kind: ProviderKind | None = Field(default=None, description="Changing it clears the key unless a new one comes")
     base_url: str | None = Field(default=None, min_length=1, max_length=2000, pattern=r"^https?://[!-~]+$")
     api_key: Text | None = Field(default=None, max_length=4000, description="A new key; an empty string removes it")
     enabled: bool | None = None

@@ -1,8 +1,13 @@
-"""Rows → response models. The provider's API key is never part of any view (N2)."""
+"""Rows → response models. The provider's API key is never part of any view (N2).
+
+Text a database holds but JSON cannot carry (a lone surrogate, stored by a version from before N6 refused it
+at the door) is shown with U+FFFD in its place (:func:`readable`), so such a chat stays readable.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, TypeVar
 
 from ..core.calibration import Calibration, calibrated, report
 from ..providers import enforces_output_limit
@@ -23,6 +28,34 @@ from ..storage.tables import (
     SummaryRow,
 )
 from . import schemas as s
+
+T = TypeVar("T")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def readable_text(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD (a pair, which JSON carries, becomes its character)."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def readable(value: T) -> T:
+    """A stored value (text, or JSON of lists and objects) with its texts made :func:`readable_text`.
+
+    Args:
+        value: what a row holds.
+
+    Returns:
+        The same value when it holds no surrogate (nearly always), else a copy without lone ones.
+    """
+    if isinstance(value, str):
+        return readable_text(value)  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [readable(item) for item in value]  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {readable_text(k) if isinstance(k, str) else k: readable(v) for k, v in value.items()}  # type: ignore[return-value]
+    return value
 
 
 def provider(row: ProviderRow) -> s.ProviderOut:
@@ -119,7 +152,7 @@ def chat(row: ChatRow) -> s.ChatOut:
         id=row.id,
         bot_id=row.bot_id,
         type=row.type,  # type: ignore[arg-type]
-        title=row.title or "",
+        title=readable_text(row.title or ""),
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
@@ -131,13 +164,13 @@ def message(row: MessageRow) -> s.MessageOut:
         chat_id=row.chat_id,
         seq=row.seq,
         role=row.role,  # type: ignore[arg-type]
-        content=row.content,
-        name=row.name,
-        tool_calls=row.tool_calls,
-        tool_call_id=row.tool_call_id,
+        content=readable(row.content),
+        name=readable(row.name),
+        tool_calls=readable(row.tool_calls),
+        tool_call_id=readable(row.tool_call_id),
         pinned=row.pinned,
         standing=row.standing,
-        meta=dict(row.meta or {}),
+        meta=readable(dict(row.meta or {})),
         workspace=row.workspace,
         summarized_by=row.summary_id,
         reply_to=(row.meta or {}).get("reply_to") if row.role == "assistant" else None,
@@ -182,7 +215,7 @@ def compaction_log(row: CompactionLogRow) -> s.CompactionLogOut:
 def summary(row: SummaryRow) -> s.SummaryOut:
     return s.SummaryOut(
         id=row.id,
-        content=row.content,
+        content=readable_text(row.content),
         covers=list(row.covers),
         workspaces=list(row.workspaces),
         model=row.model,

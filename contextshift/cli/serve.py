@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..core.errors import ContextShiftError
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8700
+#: The proxies whose forwarded headers are believed, when ``--forwarded-allow-ips`` is not given.
+FORWARDED_ALLOW_IPS_ENV = "CONTEXTSHIFT_FORWARDED_ALLOW_IPS"
 
 
 def add_parser(commands: Any) -> None:
@@ -37,6 +40,14 @@ def add_parser(commands: Any) -> None:
         metavar="NAME",
         help="a host name the service also answers to (repeatable; also CONTEXTSHIFT_ALLOWED_HOSTS, "
         "comma-separated); loopback names and the bound address always work",
+    )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        metavar="ADDRESSES",
+        help="comma-separated addresses (or networks, or *) of the proxies whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed (also CONTEXTSHIFT_FORWARDED_ALLOW_IPS); default none: the peer "
+        "address is the client's, whatever the headers say",
     )
     parser.add_argument(
         "--no-jobs",
@@ -64,6 +75,44 @@ def startup_line(url: str, database: str, secret: str | None) -> str:
     )
 
 
+def proxy_options(flag: str | None) -> dict[str, Any]:
+    """uvicorn's options for forwarded headers (N2): believed only from the proxies named by ``flag`` or
+    ``CONTEXTSHIFT_FORWARDED_ALLOW_IPS``; with neither, not at all (uvicorn alone would believe any client on
+    127.0.0.1, so a local client could pick its own address for the sign-in limit).
+
+    Args:
+        flag: ``--forwarded-allow-ips``, or None when it was not given.
+
+    Returns:
+        ``proxy_headers`` and ``forwarded_allow_ips`` for ``uvicorn.run``.
+    """
+    value = flag if flag is not None else os.environ.get(FORWARDED_ALLOW_IPS_ENV, "")
+    trusted = ",".join(part.strip() for part in value.split(",") if part.strip())
+    if not trusted:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": trusted}
+
+
+def secure_data_dir() -> Path:
+    """The data directory (``CONTEXTSHIFT_DATA_DIR`` or the user's), made readable by its owner only (0700): it
+    holds the SQLite file and the encryption key. ``data_dir`` creates a missing one with 0700; one that was
+    found with wider permissions (e.g. 0755, made by hand or by an older version) is narrowed here, at each
+    ``serve`` start. One that is not ours is left as its owner set it.
+
+    Returns:
+        The directory.
+    """
+    from ..storage.urls import data_dir
+
+    directory = data_dir()
+    try:
+        if directory.stat().st_mode & 0o077:
+            directory.chmod(0o700)
+    except PermissionError:
+        pass
+    return directory
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -73,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
+    secure_data_dir()
     url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
     address = base_url(args.host, args.port)
 
@@ -91,5 +141,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"contextshift serve: {error.code}: {error.message}", file=sys.stderr)
         return 2
     # h11 with uvicorn's own refusals of malformed HTTP in the error envelope (api/protocol.py)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=EnvelopeH11Protocol)
+    proxies = proxy_options(getattr(args, "forwarded_allow_ips", None))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=EnvelopeH11Protocol, **proxies)
     return 0

@@ -518,6 +518,10 @@ class ApiTokenRow(Base):
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: V7: the strategy ``/v1`` fits this token's requests with when a request names none (before the model's).
     context_strategy: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    #: N2: the API token a browser session was opened with (none for an API token); revoking it ends the session.
+    opened_by: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("api_tokens.id", ondelete="CASCADE"), nullable=True, index=True
+    )
 
 
 class InstanceRow(Base):

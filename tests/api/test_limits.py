@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
@@ -12,7 +13,7 @@ import httpx
 import pytest
 
 from contextshift.api.app import create_app
-from contextshift.api.limits import DEFAULT_MAX_BODY_BYTES
+from contextshift.api.limits import DEFAULT_MAX_BODY_BYTES, MAX_DISCARD_BYTES
 from contextshift.api.schemas import META_MAX_BYTES, META_MAX_DEPTH, META_MAX_KEYS
 from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, Server, Service, bearer
 from tests.databases import Backend
@@ -234,3 +235,56 @@ async def test_the_openapi_document_states_the_limits(service: Service) -> None:
     assert message["maxProperties"] == META_MAX_KEYS
     operation = document["paths"]["/api/v2/chats/{chat_id}/messages"]["post"]
     assert "413" in operation["responses"]
+
+
+def _send_all_then_read(url: str, head: bytes, body: bytes) -> tuple[int, dict[str, object]]:
+    """What a plain client does (urllib, requests): send the whole request, then read the answer. A server
+    that closes while the body is still coming makes ``sendall`` fail with a reset (the issue's symptom)."""
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=60) as sock:
+        sock.sendall(head)
+        for start in range(0, len(body), 256 * 1024):
+            sock.sendall(body[start : start + 256 * 1024])
+        answer = b""
+        while True:
+            more = sock.recv(65536)
+            if not more:
+                break
+            answer += more
+    headers, _, payload = answer.partition(b"\r\n\r\n")
+    return int(headers.split(b" ", 2)[1]), json.loads(payload)
+
+
+async def test_a_client_still_sending_an_oversized_body_reads_the_413(service: Service) -> None:
+    """Issue 25, point 11: after its 413 the server reads and drops the rest of the body (up to
+    MAX_DISCARD_BYTES), so a client that sends the whole body first gets the answer, not a reset."""
+    ids = await service.setup_chat()
+    body = b'{"role": "user", "content": "' + b"x" * (20 * 1024 * 1024) + b'"}'
+    assert MAX_DISCARD_BYTES == 64 * 1024 * 1024 > len(body)
+    for path in (f"/api/v2/chats/{ids['chat']}/messages", "/v1/chat/completions"):
+        declared = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{AUTH}Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        status, answer = await asyncio.to_thread(_send_all_then_read, service.url, declared, body)
+        assert status == 413
+        code = answer["error"]["code"]  # type: ignore[index]
+        assert code == ("payload_too_large" if path.startswith("/v1") else "PAYLOAD_TOO_LARGE")
+        chunked_head = declared.replace(b"Content-Length: %d" % len(body), b"Transfer-Encoding: chunked")
+        piece = 1024 * 1024
+        chunked = b"".join(
+            b"%x\r\n%s\r\n" % (len(body[i : i + piece]), body[i : i + piece]) for i in range(0, len(body), piece)
+        )
+        status, answer = await asyncio.to_thread(_send_all_then_read, service.url, chunked_head, chunked + b"0\r\n\r\n")
+        assert status == 413
+    assert await _message_count(service, ids["chat"]) == 0
+
+
+async def test_a_client_that_expects_100_continue_gets_the_413_without_sending_the_body(small: Service) -> None:
+    head = (
+        f"POST /api/v2/bots HTTP/1.1\r\nHost: 127.0.0.1\r\n{AUTH}Content-Type: application/json\r\n"
+        f"Expect: 100-continue\r\nContent-Length: {SMALL_LIMIT + 1}\r\n\r\n"
+    ).encode()
+    status, body = await _raw_exchange(small.url, head, [])  # waits for "100 Continue", which never comes
+    assert (status, body["error"]["code"]) == (413, "PAYLOAD_TOO_LARGE")  # type: ignore[index]
+    assert (await small.http.get("/api/v2/bots")).json()["bots"] == []

@@ -21,6 +21,7 @@ OWNED = {
     "lorebook_id": "LOREBOOK_NOT_FOUND",
     "memory_id": "MEMORY_NOT_FOUND",
     "audit_id": "PROXY_AUDIT_NOT_FOUND",
+    "session_id": "SESSION_NOT_FOUND",
 }
 
 
@@ -54,6 +55,9 @@ async def _admin_world(service: Service) -> dict[str, str]:
     assert proxied.status_code == 200, proxied.text
     me = (await service.http.get("/api/v2/me")).json()["user"]
     token = (await service.http.get("/api/v2/tokens")).json()["tokens"][0]
+    async with service.client() as browser:  # the admin's browser session
+        assert (await browser.post("/session", json={"token": service.token})).status_code == 200
+    session = (await service.http.get("/api/v2/sessions")).json()["sessions"][0]
     return {
         **ids,
         "lorebook": lorebook["lorebook"]["id"],
@@ -62,6 +66,7 @@ async def _admin_world(service: Service) -> dict[str, str]:
         "user": me["id"],
         "token": token["id"],
         "audit": proxied.headers["x-contextshift-audit"],
+        "session": session["id"],
     }
 
 
@@ -153,6 +158,7 @@ async def test_no_route_lets_another_user_reach_an_owners_objects(service: Servi
         "user_id": world["user"],
         "token_id": world["token"],
         "audit_id": world["audit"],
+        "session_id": world["session"],
     }
     private = [world[k] for k in ("bot", "chat", "message", "lorebook", "memory", "audit")]
     private += ["secret lore", "Vermax sleeps.", "The admin's secret memory.", "Lisbon it is.", "Porto, then."]

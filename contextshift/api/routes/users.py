@@ -1,6 +1,8 @@
-"""Users (admins manage them), the caller (``/me``) and the caller's own API tokens (N2).
+"""Users (admins manage them), the caller (``/me``), the caller's own API tokens and browser sessions (N2).
 
-A token's secret is in the response that makes it, and never again: only its hash is stored.
+A token's secret is in the response that makes it, and never again: only its hash is stored. A browser session
+belongs to the API token that opened it: revoking that token ends its sessions at once; ``GET /sessions``
+lists the caller's unexpired sessions and ``DELETE /sessions/{id}`` ends one.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from ...service.errors import Refusal, ServiceError, not_found
 from ...storage import NameTaken, Repositories
 from ...storage.tables import ApiTokenRow, UserRow
-from ..auth import Admin, Caller
+from ...storage.types import utcnow
+from ..auth import Admin, Caller, session_lifetime
 from ..created import locate, located
 from ..deps import Repos
 from ..envelopes import Deleted
@@ -96,6 +99,20 @@ class NewToken(BaseModel):
 
 class TokenList(BaseModel):
     tokens: list[TokenOut]
+
+
+class BrowserSessionOut(BaseModel):
+    id: str
+    created_at: datetime
+    last_used_at: datetime | None
+    expires_at: datetime = Field(description="When the session ends unless it is ended sooner")
+    opened_by: str | None = Field(description="The id of the API token the session was opened with")
+    opened_by_name: str | None = Field(description="That token's name")
+    current: bool = Field(description="This request came with this session's cookie")
+
+
+class BrowserSessionList(BaseModel):
+    sessions: list[BrowserSessionOut]
 
 
 def user_view(row: UserRow) -> UserOut:
@@ -217,4 +234,33 @@ async def list_tokens(principal: Caller, repos: Repos) -> dict[str, Any]:
 async def revoke_token(token_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
     if not await repos.tokens.revoke(principal.user_id, token_id):
         raise not_found("token", token_id)
+    return {"deleted": True}
+
+
+@router.get("/sessions", response_model=BrowserSessionList)
+async def list_sessions(principal: Caller, repos: Repos) -> dict[str, Any]:
+    """The caller's browser sessions that have not expired, newest first (never their secrets)."""
+    lifetime = session_lifetime()
+    rows = await repos.tokens.sessions_for(principal.user_id, utcnow() - lifetime)
+    return {
+        "sessions": [
+            BrowserSessionOut(
+                id=row.id,
+                created_at=row.created_at,
+                last_used_at=row.last_used_at,
+                expires_at=row.created_at + lifetime,
+                opened_by=row.opened_by,
+                opened_by_name=opener,
+                current=row.id == principal.token_id,
+            )
+            for row, opener in rows
+        ]
+    }
+
+
+@router.delete("/sessions/{session_id}", response_model=Deleted, responses=error_responses(404))
+async def end_session(session_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    """End one of the caller's browser sessions at once (its cookie signs no one in any more)."""
+    if not await repos.tokens.revoke(principal.user_id, session_id, kind="session"):
+        raise not_found("session", session_id)
     return {"deleted": True}

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from ..errors import InvalidValue
 from ..tables import TOKEN_KINDS, USER_ROLES, ApiTokenRow, UserRow
@@ -166,9 +167,11 @@ class TokenRepository:
         kind: str = "api",
         secret: str | None = None,
         context_strategy: str | None = None,
+        opened_by: str | None = None,
     ) -> Issued:
         """A new token for the user; ``secret`` (e.g. a configured admin token) instead of a random one;
-        ``context_strategy``: what ``/v1`` fits its requests with when a request names none."""
+        ``context_strategy``: what ``/v1`` fits its requests with when a request names none; ``opened_by``: the
+        API token a browser session (``kind="session"``) is opened with, whose revocation ends it."""
         value = secret if secret is not None else new_secret()
         row = ApiTokenRow(
             user_id=user_id,
@@ -176,6 +179,7 @@ class TokenRepository:
             kind=choice("kind", kind, TOKEN_KINDS),
             token_hash=hash_secret(value),
             context_strategy=optional_text("context_strategy", context_strategy, max_length=100),
+            opened_by=opened_by,
         )
         self.session.add(row)
         await self.session.flush()
@@ -237,10 +241,29 @@ class TokenRepository:
         await self.session.flush()
         return row
 
-    async def revoke(self, user_id: str, token_id: str) -> bool:
-        """Delete one of the user's tokens; False when the user has no such token."""
-        statement = delete(ApiTokenRow).where(ApiTokenRow.id == token_id, ApiTokenRow.user_id == user_id)
-        return await execute_rowcount(self.session, statement) > 0
+    async def revoke(self, user_id: str, token_id: str, kind: str | None = None) -> bool:
+        """Delete one of the user's tokens (of ``kind``, when given) and the browser sessions it opened (N2: the
+        foreign key cascades too; this also holds where foreign keys are not enforced); False when the user has
+        no such token."""
+        mine = [ApiTokenRow.id == token_id, ApiTokenRow.user_id == user_id]
+        if kind is not None:
+            mine.append(ApiTokenRow.kind == kind)
+        if await self.session.scalar(select(ApiTokenRow.id).where(*mine)) is None:
+            return False
+        await self.session.execute(delete(ApiTokenRow).where(ApiTokenRow.opened_by == token_id))
+        return await execute_rowcount(self.session, delete(ApiTokenRow).where(*mine)) > 0
+
+    async def sessions_for(self, user_id: str, since: datetime) -> Sequence[tuple[ApiTokenRow, str | None]]:
+        """The user's browser sessions started at or after ``since`` (the unexpired ones), newest first, each
+        with the name of the API token that opened it."""
+        opener = aliased(ApiTokenRow)
+        query = (
+            select(ApiTokenRow, opener.name)
+            .outerjoin(opener, opener.id == ApiTokenRow.opened_by)
+            .where(ApiTokenRow.user_id == user_id, ApiTokenRow.kind == "session", ApiTokenRow.created_at >= since)
+            .order_by(ApiTokenRow.created_at.desc(), ApiTokenRow.id)
+        )
+        return [(row, name) for row, name in (await self.session.execute(query)).all()]
 
     async def delete_sessions_before(self, cutoff: datetime) -> int:
         """Delete the browser sessions started before ``cutoff`` (expired ones); how many went."""
