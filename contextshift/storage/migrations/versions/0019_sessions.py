@@ -6,7 +6,7 @@ does not enforce foreign keys). Sessions opened before this revision name no tok
 that every session left belongs to a token (the browser signs in again).
 
 Revision ID: 0019
-Revises: 0018 (the lead re-chains it after 0018 at merge)
+Revises: 0018
 Create Date: 2026-12-06
 """
 
