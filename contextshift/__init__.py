@@ -2,6 +2,7 @@
 
 The public API. ``contextshift.core`` is the pure core (no I/O); ``contextshift.tokenizers`` adds the
 exact offline tokenizer profiles; ``contextshift.embeddings`` the embedding model of the ``embeddings`` extra.
+The requirement ids cited in docstrings (S3, T5, G4a, …) are explained in ``docs/design.md``.
 """
 
 from .core import (
