@@ -34,13 +34,13 @@ from ..providers import (
     ProviderClient,
     ProviderError,
     TextDelta,
-    Timeouts,
     make_client,
 )
 from ..providers.base import PROVIDER_TIMEOUT
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
 from .calibration import learn
+from .calls import Deadline, open_client
 from .compaction import Compactor
 from .counting import ServerCounting, run_counted
 from .errors import Refusal, ServiceError, not_found
@@ -372,12 +372,15 @@ class Generations:
             raise budget_error
         return generation_id, turn, result, input_id
 
-    def _client(self, turn: Turn) -> ProviderClient:
+    def _client(self, turn: Turn, deadline: Deadline) -> ProviderClient:
+        """N5: a client with the provider's timeouts and what is left of the turn's deadline."""
         assert turn.provider is not None
-        options = dict(self.client_options)
-        if "timeouts" not in options:  # N5: the provider's own deadline, unless the service was given one
-            options["timeouts"] = Timeouts.for_provider(turn.provider.timeout_seconds)
-        return self.client_factory(turn.provider.kind, turn.provider.base_url, turn.provider.api_key, **options)
+        return open_client(self.client_factory, self.client_options, turn.provider, deadline)
+
+    @staticmethod
+    def _deadline(turn: Turn) -> Deadline:
+        assert turn.provider is not None
+        return Deadline.for_provider(turn.provider.timeout_seconds)
 
     @staticmethod
     def _request(turn: Turn, result: PipelineResult, stream: bool) -> ChatRequest:
@@ -503,8 +506,9 @@ class Generations:
 
     async def _complete(self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult) -> Done:
         retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
+        deadline = self._deadline(turn)
         while True:
-            client = self._client(turn)
+            client = self._client(turn, deadline)
             try:
                 request = self._request(turn, result, stream=False)
                 if (exact := await retry.exact(client, request, result)) is not None:  # T5: count_tokens
@@ -560,8 +564,9 @@ class Generations:
     ) -> AsyncIterator[GenerationEvent]:
         retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
         streamed: list[str] = []
+        deadline = self._deadline(turn)
         while True:
-            client = self._client(turn)
+            client = self._client(turn, deadline)
             finished: ChatResult | None = None
             try:
                 request = self._request(turn, result, stream=True)

@@ -72,6 +72,7 @@ from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from . import proxy_fit as fit
 from .calibration import Counting, counting_of
+from .calls import Deadline, open_client
 from .errors import Refusal, ServiceError
 from .provider_hosts import check_provider_url
 from .recovery import CONTEXT_LENGTH_RETRY, RETRY_GROWTH, corrected
@@ -716,8 +717,9 @@ class ProxyService:
 
     # -- forwarding ---------------------------------------------------------------------------------------
 
-    def _client(self, provider: ProviderRow) -> ProviderClient:
-        return self.client_factory(provider.kind, provider.base_url, provider.api_key, **self.client_options)
+    def _client(self, provider: ProviderRow, deadline: Deadline) -> ProviderClient:
+        """N5: a client with the provider's timeouts and what is left of the call's deadline."""
+        return open_client(self.client_factory, self.client_options, provider, deadline)
 
     @staticmethod
     @contextmanager
@@ -745,8 +747,9 @@ class ProxyService:
 
         The reply is returned once the audit is in the database, while the call's end (status, usage,
         calibration) is still being written: :meth:`settled` waits for it."""
+        deadline = Deadline.for_provider(prepared.provider.timeout_seconds)
         while True:
-            client = self._client(prepared.provider)
+            client = self._client(prepared.provider, deadline)
             try:
                 with self._send(prepared, client):
                     reply = await client.complete(prepared.request)
@@ -774,8 +777,9 @@ class ProxyService:
         """
         finished: ChatResult | None = None
         started = False
+        deadline = Deadline.for_provider(prepared.provider.timeout_seconds)
         while True:
-            client = self._client(prepared.provider)
+            client = self._client(prepared.provider, deadline)
             try:
                 with self._send(prepared, client):
                     async with client.stream(prepared.request) as events:
