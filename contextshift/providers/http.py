@@ -327,7 +327,7 @@ class HTTPProviderClient(ABC):
                             raw = await _read_capped(response)
                             raise error_from_status(response.status_code, raw, response.headers)
                         body = await _read_capped(response, 2 * self.max_reply_bytes, strict=True)
-                return self._result_of(parse_json(body))
+                return _capped(self._result_of(parse_json(body)), request, self.max_reply_bytes)
             except ProviderError as exc:
                 error = exc
             except TimeoutError:
@@ -476,6 +476,15 @@ async def _read_capped(response: httpx.Response, limit: int = MAX_ERROR_BODY, *,
                 raise _too_large()
             break
     return b"".join(chunks)[:limit]
+
+
+def _capped(result: ChatResult, request: ChatRequest, hard: int) -> ChatResult:
+    """A whole reply whose text is over its cap, cut there (``cut``: why); any other reply as it is."""
+    cap = _Cap(reply_cap(request.max_tokens, hard))
+    cap.take(result.text)
+    if not cap.full:
+        return result
+    return replace(cap.result(request), usage=result.usage, model=result.model)
 
 
 class _Cap:

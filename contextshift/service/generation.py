@@ -39,13 +39,14 @@ from ..providers import (
 from ..providers.base import PROVIDER_TIMEOUT
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
-from .calibration import learn
+from .calibration import DOUBTED, doubt_diagnostic, doubted, estimate_of, learn
 from .calls import Deadline, open_client
 from .compaction import Compactor
 from .counting import ServerCounting, run_counted
 from .errors import Refusal, ServiceError, not_found
 from .recovery import ContextRetry
 from .replies import (
+    CUT,
     FAILED,
     REDO_ERROR,
     Redo,
@@ -383,6 +384,18 @@ class Generations:
         return Deadline.for_provider(turn.provider.timeout_seconds)
 
     @staticmethod
+    def _completed_updates(
+        turn: Turn, result: PipelineResult, reply: ChatResult, retry: ContextRetry
+    ) -> dict[str, Any] | None:
+        """The audit's last words: the attempts, and (T5) whether the provider's prompt count was believed."""
+        updates = retry.updates("completed")
+        note = doubted(turn.model, estimate_of(turn.base_profile, result.payload), reply.usage)
+        if note is None:
+            return updates
+        diagnostics = [*preview_payload(turn, result)["diagnostics"], doubt_diagnostic(note)]
+        return {**(updates or {}), DOUBTED: note, "diagnostics": diagnostics}
+
+    @staticmethod
     def _request(turn: Turn, result: PipelineResult, stream: bool) -> ChatRequest:
         assert turn.model is not None
         system = result.payload.get("system") or None
@@ -405,9 +418,10 @@ class Generations:
     ) -> tuple[MessageRow, dict[str, Any] | None]:
         """The reply and the audit's completion in one transaction, retried until it is stored (N5)."""
         usage = usage_of(reply, result, profile)
-        message = reply_message(
-            reply_meta(generation_id, self._input_id(generation_id), reply.finish_reason, usage, result), reply
-        )
+        meta = reply_meta(generation_id, self._input_id(generation_id), reply.finish_reason, usage, result)
+        if reply.cut is not None:  # stopped by contextshift at the reply's cap: what came is kept, with why
+            meta[CUT] = reply.cut
+        message = reply_message(meta, reply)
 
         async def write(repos: Repositories) -> MessageRow:
             row = await self._keep_reply(repos, chat_id, generation_id, message)
@@ -532,7 +546,7 @@ class Generations:
                 with anyio.CancelScope(shield=True):
                     await client.aclose()
         row, usage = await self._store_reply(
-            chat_id, generation_id, reply, result, turn.profile, retry.updates("completed")
+            chat_id, generation_id, reply, result, turn.profile, self._completed_updates(turn, result, reply, retry)
         )
         await learn(self.db, turn.model, turn.base_profile, result.payload, reply.usage)
         return Done(row, usage)
@@ -614,7 +628,7 @@ class Generations:
                     await client.aclose()
         reply = _require_content(finished)
         row, usage = await self._store_reply(
-            chat_id, generation_id, reply, result, turn.profile, retry.updates("completed")
+            chat_id, generation_id, reply, result, turn.profile, self._completed_updates(turn, result, reply, retry)
         )
         await learn(self.db, turn.model, turn.base_profile, result.payload, reply.usage)
         yield Done(row, usage)

@@ -71,7 +71,7 @@ from ..providers.http import request_sent
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from . import proxy_fit as fit
-from .calibration import Counting, counting_of
+from .calibration import DOUBTED, Counting, counting_of, doubt_diagnostic, doubted
 from .calls import Deadline, open_client
 from .errors import Refusal, ServiceError
 from .provider_hosts import check_provider_url
@@ -686,11 +686,15 @@ class ProxyService:
         """End the audit once, and (T5) fold the provider's prompt count into the model's calibration, in
         one transaction. Never fails the call: the caller's answer is already there."""
         recorded = await self._recorded(prepared)
-        updates = None
+        updates: dict[str, Any] | None = None
         if prepared.attempts:
             sent = prepared.fitted.prompt_tokens
             updates = {"attempts": [*prepared.attempts, {"outcome": status, "prompt_tokens": sent}]}
         usage = reply.usage if reply is not None else None
+        note = doubted(prepared.model, prepared.estimated, usage)  # T5: a suspected truncation is not learned
+        if note is not None:
+            said = list((prepared.fitted.audit or {}).get("diagnostics") or [])
+            updates = {**(updates or {}), DOUBTED: note, "diagnostics": [*said, doubt_diagnostic(note)]}
         try:
             with anyio.CancelScope(shield=True):
                 async with self.db.session() as session:
@@ -704,9 +708,13 @@ class ProxyService:
                             payload_updates=updates,
                         )
                     calibration = None
-                    if usage is not None and usage.input_tokens > 0 and prepared.estimated > 0:
+                    if usage is not None and usage.input_tokens > 0 and prepared.estimated > 0 and note is None:
                         calibration = await repos.calibrations.observe(
-                            prepared.model.id, prepared.counting.base.name, prepared.estimated, usage.input_tokens
+                            prepared.model.id,
+                            prepared.counting.base.name,
+                            prepared.estimated,
+                            usage.input_tokens,
+                            window=prepared.model.context_window,
                         )
             if calibration is not None:  # the next call's counting, as committed (no read needed)
                 reads = self.db.reads

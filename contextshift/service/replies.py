@@ -8,6 +8,9 @@
   says why (``provider_error`` with ``meta.error_code``, or ``cancelled``). It counts as history.
 - A turn that failed before any text keeps its input: the user message gets ``meta.failed`` (the error
   code) and is left out of later prompts (:func:`is_failed_input`) until it is retried.
+- A reply that outgrows its cap (``max_tokens`` with headroom, and a hard byte limit: see
+  :func:`contextshift.providers.http.reply_cap`) is stopped there and kept: ``finish_reason`` ``length`` and
+  ``meta.cut`` ``reply_too_large``.
 - Every assistant message records the user message it answers in ``meta.reply_to``.
 - A turn can redo the chat's newest reply (:class:`Redo`): ``regenerate`` builds the prompt from the history
   before it and stores the new reply as another version of it (the earlier ones stay, to page through);
@@ -41,6 +44,9 @@ REPLY_TO = "reply_to"
 PARTIAL = "partial"
 PARTIAL_REASON = "partial_reason"
 FAILED = FAILED_KEY
+#: The meta key of a reply contextshift stopped at its size cap (``reply_too_large``; ``finish_reason`` is
+#: ``length``): the text that came before the cap is the reply.
+CUT = "cut"
 #: The meta key of a reply whose regenerate or continue failed before any text: ``{"code", "action"}``.
 REDO_ERROR = "error"
 
