@@ -565,13 +565,33 @@ class Generations:
     async def stream(
         self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
     ) -> AsyncIterator[GenerationEvent]:
-        """Stream one prepared generation; cancelling the consumer cancels the provider call."""
+        """Stream one prepared generation; cancelling the consumer cancels the provider call. The stream always
+        ends with :class:`Done` or :class:`Failed`: a turn whose chat was deleted under it (with its owner) ends
+        with ``CHAT_NOT_FOUND``, one whose outcome could not be stored with ``INTERNAL_ERROR`` (N5)."""
         try:
             async for event in self._stream(chat_id, generation_id, turn, result):
                 yield event
+        except Exception as error:
+            yield await self._lost(chat_id, error)
         finally:
             with anyio.CancelScope(shield=True):
                 await self.end(generation_id)
+
+    async def _lost(self, chat_id: str, error: Exception) -> Failed:
+        """The last event of a turn that could not end as it should (logged without a traceback: the reason is
+        known, and a traceback could carry stored text)."""
+        try:
+            async with self.db.session(write=False) as session:
+                gone = await Repositories(session).chats.get(chat_id) is None
+        except Exception:
+            gone = False
+        if gone:
+            log.warning("chat %s was deleted during its turn (%s); the turn ends", chat_id, type(error).__name__)
+            return Failed(
+                "CHAT_NOT_FOUND", "The chat was deleted while its turn was running; nothing more of it is kept."
+            )
+        log.error("the turn of chat %s could not be stored (%s)", chat_id, type(error).__name__)
+        return Failed("INTERNAL_ERROR", "The reply could not be stored.")
 
     async def _stream(
         self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
