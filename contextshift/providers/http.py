@@ -51,9 +51,9 @@ HTTPCORE_LOGGERS = ("httpcore.http11", "httpcore.http2", "httpcore.proxy", "http
 
 #: Error bodies are read up to this many bytes (only to classify them).
 MAX_ERROR_BODY = 64 * 1024
-#: The hard limit of a reply's text (UTF-8 bytes), whatever ``max_tokens`` says; a whole JSON reply's body is
-#: read up to twice this (its JSON framing and escapes).
-MAX_REPLY_BYTES = 2 * 1024 * 1024
+#: The hard limit of a reply's text (UTF-8 bytes), whatever ``max_tokens`` says: under the 2,000,000 characters
+#: a stored message may have. A whole JSON reply's body is read up to twice this (its framing and escapes).
+MAX_REPLY_BYTES = 1_900_000
 #: Bytes of text allowed per token of ``max_tokens``: real tokens average about 4 characters, so 16 leaves
 #: room for long tokens and multi-byte scripts while a server that ignores ``max_tokens`` is still stopped.
 REPLY_BYTES_PER_TOKEN = 16

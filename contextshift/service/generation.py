@@ -41,13 +41,17 @@ from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
 from .calibration import DOUBTED, doubt_diagnostic, doubted, estimate_of, learn
 from .calls import Deadline, open_client
+from .checkpoints import Checkpoints
 from .compaction import Compactor
 from .counting import ServerCounting, run_counted
 from .errors import Refusal, ServiceError, not_found
+from .history import is_command, is_failed_input
 from .recovery import ContextRetry
 from .replies import (
     CUT,
     FAILED,
+    INTERRUPTED,
+    INTERRUPTED_CODE,
     REDO_ERROR,
     Redo,
     TurnFailed,
@@ -93,6 +97,10 @@ class Failed:
 GenerationEvent = Token | Done | Failed
 
 
+class ChatGone(Exception):
+    """The chat was deleted while its turn streamed (with its owner): the turn ends (N5)."""
+
+
 @dataclass(slots=True)
 class _Running:
     """A started turn: its hold on the chat, the user message it answers and the reply it redoes, if any."""
@@ -100,6 +108,8 @@ class _Running:
     hold: TurnHold
     input_id: str | None
     redo: Redo | None = None
+    #: The streamed reply's stored copy while it streams (N5: a crash keeps it), replaced by the outcome.
+    checkpoints: Checkpoints | None = None
 
 
 def _refusal_of(code: str) -> Refusal:
@@ -292,6 +302,8 @@ class Generations:
         """Give the chat's turn back (idempotent)."""
         running = self._running.pop(generation_id, None)
         if running is not None:
+            if running.checkpoints is not None:
+                await running.checkpoints.close()
             await running.hold.release()
 
     def _input_id(self, generation_id: str) -> str | None:
@@ -309,6 +321,9 @@ class Generations:
         the reply it continues."""
         redo = self._redo(generation_id)
         row: MessageRow | None
+        running = self._running.get(generation_id)
+        if running is not None and running.checkpoints is not None and running.checkpoints.row_id is not None:
+            await repos.messages.delete(chat_id, running.checkpoints.row_id)  # the outcome takes its place
         if redo is None:
             return await repos.messages.append(chat_id, message)
         if redo.action == "regenerate":
@@ -341,6 +356,7 @@ class Generations:
             elif retry_of is not None:
                 input_id = (await retry_input(repos, chat.id, retry_of)).id
             else:
+                await self._mark_interrupted(repos, chat.id)
                 input_id = (await repos.messages.append(chat.id, {"role": "user", "content": content or ""})).id
                 await title_untitled(repos, chat, content or "")
             turn = await load_turn(
@@ -417,6 +433,7 @@ class Generations:
         audit_updates: dict[str, Any] | None = None,
     ) -> tuple[MessageRow, dict[str, Any] | None]:
         """The reply and the audit's completion in one transaction, retried until it is stored (N5)."""
+        await self._stop_checkpoints(generation_id)
         usage = usage_of(reply, result, profile)
         meta = reply_meta(generation_id, self._input_id(generation_id), reply.finish_reason, usage, result)
         if reply.cut is not None:  # stopped by contextshift at the reply's cap: what came is kept, with why
@@ -449,6 +466,7 @@ class Generations:
         audit_updates: dict[str, Any] | None = None,
     ) -> MessageRow:
         """What was streamed before the provider failed (``error``) or the user stopped (None), kept."""
+        await self._stop_checkpoints(generation_id)
         reason = "provider_error" if error is not None else "cancelled"
         code = error.code if error is not None else None
         meta = reply_meta(generation_id, self._input_id(generation_id), "interrupted", None, result)
@@ -464,6 +482,45 @@ class Generations:
             return row
 
         return await persist(self.db, write, what="a partial reply")
+
+    def _checkpoints(self, chat_id: str, generation_id: str, result: PipelineResult) -> Checkpoints | None:
+        """N5: the stored copy of a new reply while it streams (a redo changes a stored reply: not copied)."""
+        running = self._running.get(generation_id)
+        if running is None or running.redo is not None:
+            return None
+        input_id = running.input_id
+
+        async def write(text: str, row_id: str | None) -> str | None:
+            meta = reply_meta(generation_id, input_id, INTERRUPTED, None, result)
+            async with self.db.session() as session:
+                repos = Repositories(session)
+                if row_id is not None:
+                    row = await repos.messages.edit_content(chat_id, row_id, text)
+                    return row.id if row is not None else None
+                if await repos.chats.get(chat_id) is None:
+                    return None
+                return (await repos.messages.append(chat_id, partial_message(meta, text, INTERRUPTED, None))).id
+
+        running.checkpoints = Checkpoints(write)
+        return running.checkpoints
+
+    async def _stop_checkpoints(self, generation_id: str) -> None:
+        running = self._running.get(generation_id)
+        if running is not None and running.checkpoints is not None:
+            await running.checkpoints.close()
+
+    async def _mark_interrupted(self, repos: Repositories, chat_id: str) -> None:
+        """N5: an input whose turn died with its process (no reply, its audit left ``prepared`` or closed as
+        interrupted) is marked ``meta.failed`` before the next input, so the next prompt does not carry two user
+        messages in a row; ``retry_of`` can still answer it while it is the newest message."""
+        newest = (await repos.messages.list_page(chat_id, limit=1)).rows
+        if not newest or newest[0].role != "user" or is_failed_input(newest[0]) or is_command(newest[0]):
+            return
+        audit = await repos.audits.get(chat_id)
+        if audit is None or (audit.payload or {}).get("input_message_id") != newest[0].id:
+            return
+        if audit.status == "prepared" or audit.error_code == INTERRUPTED_CODE:  # we hold the turn: it is dead
+            await repos.messages.patch(chat_id, newest[0].id, {"meta": {FAILED: {"code": INTERRUPTED_CODE}}})
 
     async def finish_failed(
         self,
@@ -598,6 +655,7 @@ class Generations:
     ) -> AsyncIterator[GenerationEvent]:
         retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
         streamed: list[str] = []
+        checkpoints: Checkpoints | None = None
         deadline = self._deadline(turn)
         while True:
             client = self._client(turn, deadline)
@@ -611,6 +669,12 @@ class Generations:
                         if isinstance(event, TextDelta):
                             if event.text:
                                 streamed.append(event.text)
+                                if checkpoints is None:  # the first text: no resend after it, the prompt is final
+                                    checkpoints = self._checkpoints(chat_id, generation_id, result)
+                                if checkpoints is not None:
+                                    checkpoints.add(event.text)
+                                    if checkpoints.gone:
+                                        raise ChatGone(chat_id)
                                 yield Token(event.text)
                         elif isinstance(event, Finished):
                             finished = event.result
@@ -637,6 +701,8 @@ class Generations:
             except TokenBudgetExceeded as budget_error:  # from count_tokens (the audit is finished)
                 yield Failed(budget_error.code, budget_error.message)
                 return
+            except ChatGone:
+                raise  # nothing left to store it in: :meth:`stream` ends the turn
             except BaseException:
                 if streamed:
                     await self._store_partial(chat_id, generation_id, "".join(streamed), result, None)
