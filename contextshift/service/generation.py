@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from ..core.errors import TokenBudgetExceeded
+from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..core.tokens import TokenizerProfile
 from ..core.vocabulary import SUMMARIZED
 from ..pipeline import PipelineResult
@@ -97,8 +97,10 @@ class Failed:
 GenerationEvent = Token | Done | Failed
 
 
-class ChatGone(Exception):
+class ChatGone(ContextShiftError):
     """The chat was deleted while its turn streamed (with its owner): the turn ends (N5)."""
+
+    code = "CHAT_NOT_FOUND"
 
 
 @dataclass(slots=True)
@@ -647,6 +649,9 @@ class Generations:
             return Failed(
                 "CHAT_NOT_FOUND", "The chat was deleted while its turn was running; nothing more of it is kept."
             )
+        if isinstance(error, ContextShiftError):  # a refusal with its own code and words
+            log.info("the turn of chat %s ended with %s", chat_id, error.code)
+            return Failed(error.code, error.message)
         log.error("the turn of chat %s could not be stored (%s)", chat_id, type(error).__name__)
         return Failed("INTERNAL_ERROR", "The reply could not be stored.")
 
@@ -674,7 +679,7 @@ class Generations:
                                 if checkpoints is not None:
                                     checkpoints.add(event.text)
                                     if checkpoints.gone:
-                                        raise ChatGone(chat_id)
+                                        raise ChatGone("The chat was deleted during its turn.", chat_id=chat_id)
                                 yield Token(event.text)
                         elif isinstance(event, Finished):
                             finished = event.result
