@@ -3,7 +3,8 @@
 The first text is stored at once as a partial reply (``meta.partial``, ``finish_reason`` and
 ``partial_reason`` ``interrupted``: what it will say if the process dies before the turn ends); after that the
 row is brought up to date at least every :data:`CHECKPOINT_SECONDS`, or as soon as :data:`CHECKPOINT_CHARS`
-more characters came. The writes run in a task of their own and never hold up the stream. When the turn ends,
+more characters came. The writes run in a task of their own and never hold up the stream; that task is never cancelled
+(:meth:`Checkpoints.close` lets a write under way finish). When the turn ends,
 its outcome (the whole reply, or the partial one with its real reason) replaces the row
 (:meth:`Checkpoints.row_id` says which).
 
@@ -17,8 +18,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-
-import anyio
 
 log = logging.getLogger("contextshift.generation")
 
@@ -46,6 +45,7 @@ class Checkpoints:
         self.row_id: str | None = None
         #: True when a write found the chat deleted: the turn should end.
         self.gone = False
+        self._closed = False
         self._new = asyncio.Event()
         self._enough = asyncio.Event()
         self._task: asyncio.Task[None] = asyncio.create_task(self._run())
@@ -63,6 +63,8 @@ class Checkpoints:
             await self._new.wait()
             self._new.clear()
             self._enough.clear()
+            if self._closed:
+                return
             await self._save()
             # at most one write a second, unless enough text piles up before then
             with contextlib.suppress(TimeoutError):
@@ -74,12 +76,11 @@ class Checkpoints:
         if length <= self._saved:
             return
         text = "".join(self._parts)
-        with anyio.CancelScope(shield=True):  # a write that started finishes: no row is left unknown
-            try:
-                row_id = await self._write(text, self.row_id)
-            except Exception as error:
-                log.warning("could not store the streamed reply so far (%s); next time", type(error).__name__)
-                return
+        try:
+            row_id = await self._write(text, self.row_id)
+        except Exception as error:
+            log.warning("could not store the streamed reply so far (%s); next time", type(error).__name__)
+            return
         if row_id is None:
             self.gone = True
             return
@@ -87,10 +88,22 @@ class Checkpoints:
         self._saved = length
 
     async def close(self) -> None:
-        """Stop writing (a write under way finishes first)."""
-        self._task.cancel()
-        with anyio.CancelScope(shield=True):
-            await asyncio.gather(self._task, return_exceptions=True)
+        """Stop writing; a write under way finishes first. The task is never cancelled: a database call cut
+        short in its worker thread can leave a transaction (and SQLite's write lock) behind, and a row written
+        but not known would be left next to the outcome."""
+        self._closed = True
+        self._new.set()
+        self._enough.set()
+        cancelled = False
+        while not self._task.done():
+            try:
+                await asyncio.shield(self._task)
+            except asyncio.CancelledError:
+                cancelled = True  # the caller is going away: still wait for the write, then let it go
+            except Exception:
+                break
+        if cancelled:
+            raise asyncio.CancelledError
 
 
 __all__ = ["CHECKPOINT_CHARS", "CHECKPOINT_SECONDS", "Checkpoints", "Write"]
