@@ -57,15 +57,18 @@ MAX_REPLY_BYTES = 1_900_000
 #: Bytes of text allowed per token of ``max_tokens``: real tokens average about 4 characters, so 16 leaves
 #: room for long tokens and multi-byte scripts while a server that ignores ``max_tokens`` is still stopped.
 REPLY_BYTES_PER_TOKEN = 16
-#: The cap of a small ``max_tokens`` is never below this (a 1-token probe still gets its few bytes).
-MIN_REPLY_BYTES = 4 * 1024
+#: The cap of a small ``max_tokens`` is never below this: a server that ignores a small ``max_tokens`` is
+#: still allowed a reply of ordinary size (a short summary, a paragraph); only a runaway one is stopped.
+MIN_REPLY_BYTES = 64 * 1024
 
 
 def reply_cap(max_tokens: int | None, hard: int = MAX_REPLY_BYTES) -> int:
     """The most UTF-8 bytes of text a reply may have: ``max_tokens`` with headroom, never over ``hard``.
 
-    >>> reply_cap(1000)
-    16000
+    >>> reply_cap(10_000)
+    160000
+    >>> reply_cap(100) == MIN_REPLY_BYTES
+    True
     >>> reply_cap(None) == MAX_REPLY_BYTES
     True
     """

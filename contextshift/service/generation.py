@@ -97,12 +97,6 @@ class Failed:
 GenerationEvent = Token | Done | Failed
 
 
-class ChatGone(ContextShiftError):
-    """The chat was deleted while its turn streamed (with its owner): the turn ends (N5)."""
-
-    code = "CHAT_NOT_FOUND"
-
-
 @dataclass(slots=True)
 class _Running:
     """A started turn: its hold on the chat, the user message it answers and the reply it redoes, if any."""
@@ -679,7 +673,7 @@ class Generations:
                                 if checkpoints is not None:
                                     checkpoints.add(event.text)
                                     if checkpoints.gone:
-                                        raise ChatGone("The chat was deleted during its turn.", chat_id=chat_id)
+                                        raise not_found("chat", chat_id)  # deleted with its owner
                                 yield Token(event.text)
                         elif isinstance(event, Finished):
                             finished = event.result
@@ -706,9 +700,9 @@ class Generations:
             except TokenBudgetExceeded as budget_error:  # from count_tokens (the audit is finished)
                 yield Failed(budget_error.code, budget_error.message)
                 return
-            except ChatGone:
-                raise  # nothing left to store it in: :meth:`stream` ends the turn
             except BaseException:
+                if checkpoints is not None and checkpoints.gone:
+                    raise  # the chat is gone: nothing left to store it in; :meth:`stream` ends the turn
                 if streamed:
                     await self._store_partial(chat_id, generation_id, "".join(streamed), result, None)
                 else:

@@ -38,8 +38,8 @@ SSE_DESCRIPTION = (
     "still running waits for it (up to 30 s), then gets 409 CHAT_BUSY; rewind and deletes get 409 CHAT_BUSY at once. "
     "The stream always ends with `done` or `error` (CHAT_NOT_FOUND when the chat was deleted with its owner). While "
     "it streams, the reply so far is stored (at least every second) as a partial reply marked `interrupted`, which "
-    "the outcome replaces. A reply larger than its cap (16 bytes per `max_tokens` token, at most 1,900,000 bytes) is "
-    "stopped there and kept: `finish_reason` `length`, `meta.cut` `reply_too_large`."
+    "the outcome replaces. A reply larger than its cap (16 bytes per `max_tokens` token, at least 64 KiB, at most "
+    "1,900,000 bytes) is stopped there and kept: `finish_reason` `length`, `meta.cut` `reply_too_large`."
 )
 
 HEARTBEAT = b": heartbeat\n\n"
