@@ -640,9 +640,8 @@ class Generations:
             gone = False
         if gone:
             log.warning("chat %s was deleted during its turn (%s); the turn ends", chat_id, type(error).__name__)
-            return Failed(
-                "CHAT_NOT_FOUND", "The chat was deleted while its turn was running; nothing more of it is kept."
-            )
+            code = not_found("chat", chat_id).code  # CHAT_NOT_FOUND, as any other call on the chat would say
+            return Failed(code, "The chat was deleted while its turn was running; nothing more of it is kept.")
         if isinstance(error, ContextShiftError):  # a refusal with its own code and words
             log.info("the turn of chat %s ended with %s", chat_id, error.code)
             return Failed(error.code, error.message)
