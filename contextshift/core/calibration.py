@@ -17,6 +17,15 @@ Worked numbers, from nothing (``Calibration()``: factor 1, 0 calls, spread 0):
   the clip times the weight: after 30 calls near 1.52 (weight 1/20) the factor moves to at most
   1.52 · e^(0.05/20) ≈ 1.524.
 
+One bad report cannot break it. :func:`doubt` names a report that is not a density at all but a suspected
+truncation (a count at or over the model's window, or under :data:`TRUNCATION_SHARE` of what was sent: servers
+that cut the prompt to their own context, or leave cached tokens out of usage): it is not folded in. Each call
+moves the stored factor by at most :data:`MAX_STEP` times (:func:`weigh`), the first one included; and until
+:data:`EVIDENCE_CALLS` calls agree, :func:`calibrated` holds an approximate profile's factor inside the
+plausible band :data:`PLAUSIBLE_LOW`–:data:`PLAUSIBLE_HIGH`. The issue's case, ``prompt_tokens: 100`` for a
+1,900-token prompt, is doubted and changes nothing; a real first ratio of 0.3 moves the factor to 0.5, which
+budgets as 0.6 until five calls have said so.
+
 Approximate profiles budget with the factor and a *safety margin* (:func:`safety_margin`): the configured
 share (default 10%) while uncalibrated, fading with the calls (``base · 4 / (4 + calls)``: 10%, 5% after 4
 calls, 1% after 36) into twice the observed spread (capped at the base), which covers how much the ratio
@@ -46,6 +55,18 @@ MIN_CLIP = 0.05
 #: Ratios outside these bounds are clamped: no real tokenizer is 4x off a characters estimate.
 MIN_FACTOR = 0.25
 MAX_FACTOR = 4.0
+#: The factors an approximate (characters) profile can plausibly need; outside them only on enough evidence.
+PLAUSIBLE_LOW = 0.6
+PLAUSIBLE_HIGH = 3.0
+#: Calls before a factor outside the plausible band is applied as it is.
+EVIDENCE_CALLS = 5
+#: One call moves the stored factor at most this many times up (or down).
+MAX_STEP = 2.0
+#: A report under this share of the sent count is a suspected truncation, not a density.
+TRUNCATION_SHARE = 0.5
+#: :func:`doubt`'s reasons.
+AT_WINDOW = "report_at_window"
+FAR_BELOW = "report_far_below_count"
 #: An exact profile whose factor is this far from 1 after DRIFT_CALLS calls is reported as drifting.
 DRIFT_TOLERANCE = 0.10
 DRIFT_CALLS = 5
@@ -97,6 +118,68 @@ def observe(calibration: Calibration, estimated: int, reported: int) -> Calibrat
     spread = calibration.spread + weight * (min(abs(residual), clip) - calibration.spread)
     factor = _clamp(math.exp(mean + weight * step), MIN_FACTOR, MAX_FACTOR)
     return Calibration(factor, calibration.calls + 1, spread)
+
+
+def doubt(estimated: int, reported: int, *, window: int | None = None) -> str | None:
+    """Why a provider's prompt count is not believed (a suspected truncation), or None when it is.
+
+    Args:
+        estimated: contextshift's uncalibrated count of the request sent.
+        reported: the provider's prompt tokens for it.
+        window: the model's context window, when known.
+
+    Returns:
+        :data:`AT_WINDOW` when the report reaches the window (a prompt that size leaves no room for a reply: the
+        server cut it to its context), :data:`FAR_BELOW` when it is under :data:`TRUNCATION_SHARE` of the sent
+        count, else None.
+
+    >>> doubt(1900, 100)
+    'report_far_below_count'
+    >>> doubt(1900, 2000, window=2000)
+    'report_at_window'
+    >>> doubt(1000, 1540, window=8000) is None
+    True
+    """
+    if estimated <= 0 or reported <= 0:
+        return None
+    if window is not None and window > 0 and reported >= window:
+        return AT_WINDOW
+    if reported < estimated * TRUNCATION_SHARE:
+        return FAR_BELOW
+    return None
+
+
+def weigh(calibration: Calibration, estimated: int, reported: int, *, window: int | None = None) -> Calibration:
+    """:func:`observe`, unless the report is doubted (:func:`doubt`: unchanged), with the step bounded to
+    :data:`MAX_STEP` times the factor so far (the first call's too).
+
+    Args:
+        calibration: the model's calibration so far.
+        estimated: contextshift's uncalibrated count of the exact request sent.
+        reported: the provider's prompt tokens for it.
+        window: the model's context window, when known.
+
+    Returns:
+        The calibration to store.
+
+    >>> weigh(Calibration(), 1900, 100)  # believed by observe alone: factor 0.25
+    Calibration(factor=1.0, calls=0, spread=0.0)
+    >>> weigh(Calibration(), 1000, 3900).factor  # a first ratio of 3.9 moves the factor to 2 only
+    2.0
+    """
+    if doubt(estimated, reported, window=window) is not None:
+        return calibration
+    updated = observe(calibration, estimated, reported)
+    factor = _clamp(updated.factor, calibration.factor / MAX_STEP, calibration.factor * MAX_STEP)
+    return Calibration(factor, updated.calls, updated.spread)
+
+
+def plausible(calibration: Calibration) -> float:
+    """The factor an approximate profile budgets with: held inside the plausible band until
+    :data:`EVIDENCE_CALLS` calls have been observed, then the factor as it is."""
+    if calibration.calls >= EVIDENCE_CALLS:
+        return calibration.factor
+    return _clamp(calibration.factor, PLAUSIBLE_LOW, PLAUSIBLE_HIGH)
 
 
 def safety_margin(calibration: Calibration, base: float = DEFAULT_MARGIN, *, approximate: bool = True) -> float:
@@ -176,8 +259,9 @@ def calibrated(
     if isinstance(profile, CalibratedProfile):
         profile = profile.base
     effective = calibration
-    if calibration.factor < floor:
-        effective = Calibration(floor, calibration.calls, calibration.spread)
+    factor = max(plausible(calibration), floor)  # a floor was proven by the provider: it wins over the band
+    if factor != calibration.factor:
+        effective = Calibration(factor, calibration.calls, calibration.spread)
     return CalibratedProfile(profile, effective, safety_margin(calibration, base_margin))
 
 
@@ -198,6 +282,12 @@ def label(calibration: Calibration, *, approximate: bool) -> str:
     if calibration.calls == 0:
         return "approximate, not calibrated yet"
     calls = "call" if calibration.calls == 1 else "calls"
+    held = plausible(calibration)
+    if held != calibration.factor:  # an implausible factor on thin evidence budgets as the band's edge
+        return (
+            f"approximate, calibrated ×{calibration.factor:.2f} from {calibration.calls} {calls}, "
+            f"used as ×{held:.2f} until {EVIDENCE_CALLS} calls agree"
+        )
     return f"approximate, calibrated ×{calibration.factor:.2f} from {calibration.calls} {calls}"
 
 
@@ -224,11 +314,14 @@ __all__ = [
     "CalibratedProfile",
     "Calibration",
     "calibrated",
+    "doubt",
     "drifts",
     "label",
     "observe",
+    "plausible",
     "raw_count",
     "report",
     "safety_margin",
     "uncalibrated",
+    "weigh",
 ]

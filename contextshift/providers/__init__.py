@@ -30,6 +30,7 @@ from .base import (
     PROVIDER_TIMEOUT,
     PROVIDER_TLS_FAILED,
     PROVIDER_UNAVAILABLE,
+    REPLY_TOO_LARGE,
     ChatRequest,
     ChatResult,
     ChatStream,
@@ -42,7 +43,7 @@ from .base import (
     UnknownProviderKind,
     Usage,
 )
-from .http import RetryPolicy, Timeouts
+from .http import MAX_REPLY_BYTES, RetryPolicy, Timeouts, reply_cap
 from .openai import OpenAIClient, OpenAICodexClient
 from .registry import KINDS, enforces_output_limit, make_client
 from .serialize import (
@@ -58,6 +59,7 @@ __all__ = [
     "ERROR_CODES",
     "GENERATION_FAILED",
     "KINDS",
+    "MAX_REPLY_BYTES",
     "PROVIDER_AUTH",
     "PROVIDER_BAD_REQUEST",
     "PROVIDER_CONNECTION_REFUSED",
@@ -68,6 +70,7 @@ __all__ = [
     "PROVIDER_TIMEOUT",
     "PROVIDER_TLS_FAILED",
     "PROVIDER_UNAVAILABLE",
+    "REPLY_TOO_LARGE",
     "AnthropicClient",
     "ChatRequest",
     "ChatResult",
@@ -90,6 +93,7 @@ __all__ = [
     "enforces_output_limit",
     "make_client",
     "openai_body",
+    "reply_cap",
     "request_body",
     "to_anthropic_messages",
     "to_openai_messages",

@@ -26,7 +26,16 @@ from .base import (
     Usage,
 )
 from .errors import error_from_event, error_from_status, error_from_transport, malformed, truncated
-from .http import MAX_ERROR_BODY, HTTPProviderClient, RetryPolicy, StreamParser, Timeouts, _clean, parse_json
+from .http import (
+    MAX_ERROR_BODY,
+    MAX_REPLY_BYTES,
+    HTTPProviderClient,
+    RetryPolicy,
+    StreamParser,
+    Timeouts,
+    _clean,
+    parse_json,
+)
 from .serialize import DEFAULT_ANTHROPIC_MAX_TOKENS, anthropic_body
 from .sse import SSEEvent
 
@@ -232,9 +241,18 @@ class AnthropicClient(HTTPProviderClient):
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
         default_max_tokens: int = DEFAULT_ANTHROPIC_MAX_TOKENS,
     ) -> None:
-        super().__init__(base_url, api_key, timeouts=timeouts, retry=retry, headers=headers, http_client=http_client)
+        super().__init__(
+            base_url,
+            api_key,
+            timeouts=timeouts,
+            retry=retry,
+            headers=headers,
+            http_client=http_client,
+            max_reply_bytes=max_reply_bytes,
+        )
         self.default_max_tokens = default_max_tokens
 
     @property

@@ -36,6 +36,9 @@ PROVIDER_SERVER_ERROR: Final = "PROVIDER_SERVER_ERROR"
 PROVIDER_CONTEXT_LENGTH: Final = "PROVIDER_CONTEXT_LENGTH"
 PROVIDER_BAD_REQUEST: Final = "PROVIDER_BAD_REQUEST"
 GENERATION_FAILED: Final = "GENERATION_FAILED"
+#: ``ChatResult.cut`` of a streamed reply that outgrew its cap: stopped there and kept. (A whole JSON reply
+#: over the hard byte limit cannot be cut: it fails with ``GENERATION_FAILED``.)
+REPLY_TOO_LARGE: Final = "reply_too_large"
 
 ERROR_CODES: frozenset[str] = frozenset(
     {
@@ -101,6 +104,9 @@ class ChatResult:
     model: str | None = None
     #: The provider's own finish value (``end_turn``, ``stop``, ...), for diagnostics.
     raw_finish_reason: str | None = None
+    #: Why contextshift itself stopped the reply before the provider ended it (:data:`REPLY_TOO_LARGE`: the
+    #: reply outgrew its cap, see :func:`contextshift.providers.http.reply_cap`); None when it ended on its own.
+    cut: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

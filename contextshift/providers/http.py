@@ -1,9 +1,13 @@
-"""The HTTP machinery shared by both protocols: timeouts, bounded retries with backoff, streaming.
+"""The HTTP machinery shared by both protocols: timeouts, bounded retries with backoff, streaming, reply caps.
 
 A protocol client subclasses :class:`HTTPProviderClient` and supplies the URL, headers, body and the
 parsers of a complete reply and of a stream. Retries happen only for retryable failures and never once
 a stream has handed out text; the exception chain of every raised :class:`ProviderError` is cut, so no
 upstream body, header or key travels with it.
+
+A reply is capped (:func:`reply_cap`): a stream that outgrows its cap is stopped there and its text kept, the
+result saying why (``ChatResult.cut``); a whole JSON reply is read up to :data:`MAX_REPLY_BYTES` (a body
+larger than that cannot be parsed in part, so it fails as ``GENERATION_FAILED``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ from typing import Any
 import httpx
 
 from .base import (
+    FINISH_LENGTH,
+    GENERATION_FAILED,
     PROVIDER_TIMEOUT,
+    REPLY_TOO_LARGE,
     ChatRequest,
     ChatResult,
     Finished,
@@ -44,6 +51,34 @@ HTTPCORE_LOGGERS = ("httpcore.http11", "httpcore.http2", "httpcore.proxy", "http
 
 #: Error bodies are read up to this many bytes (only to classify them).
 MAX_ERROR_BODY = 64 * 1024
+#: The hard limit of a reply's text (UTF-8 bytes), whatever ``max_tokens`` says: under the 2,000,000 characters
+#: a stored message may have. A whole JSON reply's body is read up to twice this (its framing and escapes).
+MAX_REPLY_BYTES = 1_900_000
+#: Bytes of text allowed per token of ``max_tokens``: real tokens average about 4 characters, so 16 leaves
+#: room for long tokens and multi-byte scripts while a server that ignores ``max_tokens`` is still stopped.
+REPLY_BYTES_PER_TOKEN = 16
+#: The cap of a small ``max_tokens`` is never below this: a server that ignores a small ``max_tokens`` is
+#: still allowed a reply of ordinary size (a short summary, a paragraph); only a runaway one is stopped.
+MIN_REPLY_BYTES = 64 * 1024
+
+
+def reply_cap(max_tokens: int | None, hard: int = MAX_REPLY_BYTES) -> int:
+    """The most UTF-8 bytes of text a reply may have: ``max_tokens`` with headroom, never over ``hard``.
+
+    >>> reply_cap(10_000)
+    160000
+    >>> reply_cap(100) == MIN_REPLY_BYTES
+    True
+    >>> reply_cap(None) == MAX_REPLY_BYTES
+    True
+    """
+    if max_tokens is None or max_tokens <= 0:
+        return hard
+    return min(hard, max(MIN_REPLY_BYTES, max_tokens * REPLY_BYTES_PER_TOKEN))
+
+
+def _too_large() -> ProviderError:
+    return ProviderError(GENERATION_FAILED, "The provider's reply was larger than contextshift accepts.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +261,11 @@ class HTTPProviderClient(ABC):
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        #: The hard limit of a reply's text (see :func:`reply_cap`).
+        self.max_reply_bytes = max_reply_bytes
         self._api_key = api_key or None
         self.timeouts = timeouts or Timeouts()
         self.retry = retry or RetryPolicy()
@@ -278,18 +316,27 @@ class HTTPProviderClient(ABC):
             logger.debug("provider %s: request for model %s (attempt %d)", self.kind, request.model, attempt + 1)
             try:
                 deadline.check()
-                response = await self._client.post(
-                    self.url,
-                    content=content,
-                    headers=self._headers(),
-                    timeout=self.timeouts.to_httpx(deadline.remaining()),
-                    extensions=_extensions(),
-                )
-                if response.status_code >= 400:
-                    raise error_from_status(response.status_code, response.content[:MAX_ERROR_BODY], response.headers)
-                return self._result_of(parse_json(response.content))
+                # N5: the whole attempt (a body trickled in below the read timeout included) within the deadline
+                async with asyncio.timeout(deadline.remaining()):
+                    async with self._client.stream(
+                        "POST",
+                        self.url,
+                        content=content,
+                        headers=self._headers(),
+                        timeout=self.timeouts.to_httpx(deadline.remaining()),
+                        extensions=_extensions(),
+                    ) as response:
+                        if response.status_code >= 400:
+                            raw = await _read_capped(response)
+                            raise error_from_status(response.status_code, raw, response.headers)
+                        body = await _read_capped(response, 2 * self.max_reply_bytes, strict=True)
+                return _capped(self._result_of(parse_json(body)), request, self.max_reply_bytes)
             except ProviderError as exc:
                 error = exc
+            except TimeoutError:
+                error = ProviderError(
+                    PROVIDER_TIMEOUT, "The provider did not finish within the turn's deadline.", retryable=False
+                )
             except (httpx.RequestError, httpx.InvalidURL) as exc:
                 error = error_from_transport(exc)
             await self._before_retry(attempt, _clean(error), deadline)
@@ -347,24 +394,30 @@ class HTTPProviderClient(ABC):
                         raise error_from_status(response.status_code, raw, response.headers)
                     if response.headers.get("content-type", "").startswith("application/json"):
                         # The server ignored ``stream``: one JSON reply.
-                        result = self._result_of(parse_json(await response.aread()))
+                        raw = await _read_capped(response, 2 * self.max_reply_bytes, strict=True)
+                        result = self._result_of(parse_json(raw))
                         if result.text:
                             started = True
                             yield TextDelta(result.text)
                     else:
                         parser = self.stream_parser()
                         events = 0
+                        cap = _Cap(reply_cap(request.max_tokens, self.max_reply_bytes))
                         async for event in read_events(response.aiter_lines()):
                             events += 1
                             deadline.check()
                             for delta in parser.feed(event):
-                                started = True
-                                yield delta
-                            if parser.done:
+                                kept = cap.take(delta.text)
+                                if kept:
+                                    started = True
+                                    yield TextDelta(kept)
+                                if cap.full:
+                                    break
+                            if parser.done or cap.full:
                                 break
                         if not events:
                             raise empty_stream()
-                        result = parser.finish()
+                        result = cap.result(request) if cap.full else parser.finish()
             except ProviderError as exc:
                 error = exc
             except (httpx.RequestError, httpx.InvalidURL) as exc:
@@ -414,12 +467,50 @@ class HTTPProviderClient(ABC):
         await self.aclose()
 
 
-async def _read_capped(response: httpx.Response) -> bytes:
+async def _read_capped(response: httpx.Response, limit: int = MAX_ERROR_BODY, *, strict: bool = False) -> bytes:
+    """At most ``limit`` bytes of the body; with ``strict``, a longer body is an error (it cannot be parsed)."""
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.aiter_bytes():
         chunks.append(chunk)
         size += len(chunk)
-        if size >= MAX_ERROR_BODY:
+        if size > limit:
+            if strict:
+                raise _too_large()
             break
-    return b"".join(chunks)[:MAX_ERROR_BODY]
+    return b"".join(chunks)[:limit]
+
+
+def _capped(result: ChatResult, request: ChatRequest, hard: int) -> ChatResult:
+    """A whole reply whose text is over its cap, cut there (``cut``: why); any other reply as it is."""
+    cap = _Cap(reply_cap(request.max_tokens, hard))
+    cap.take(result.text)
+    if not cap.full:
+        return result
+    return replace(cap.result(request), usage=result.usage, model=result.model)
+
+
+class _Cap:
+    """A stream's text up to a byte cap: past it the stream is stopped and what came is the reply."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self.full = False
+        self.parts: list[str] = []
+
+    def take(self, text: str) -> str:
+        """The part of ``text`` within the cap (all of it, unless this delta crosses the cap)."""
+        encoded = text.encode("utf-8", "surrogatepass")
+        if self.size + len(encoded) > self.limit:
+            self.full = True
+            text = encoded[: self.limit - self.size].decode("utf-8", "ignore")  # never half a character
+        self.size += len(text.encode("utf-8", "surrogatepass"))
+        self.parts.append(text)
+        return text
+
+    def result(self, request: ChatRequest) -> ChatResult:
+        logger.warning("provider reply for model %s cut at its cap of %d bytes", request.model, self.limit)
+        return ChatResult(
+            text="".join(self.parts), finish_reason=FINISH_LENGTH, raw_finish_reason=None, cut=REPLY_TOO_LARGE
+        )

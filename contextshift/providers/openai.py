@@ -25,7 +25,7 @@ from .base import (
     Usage,
 )
 from .errors import error_from_event, malformed, truncated
-from .http import HTTPProviderClient, RetryPolicy, StreamParser, Timeouts
+from .http import MAX_REPLY_BYTES, HTTPProviderClient, RetryPolicy, StreamParser, Timeouts
 from .serialize import openai_body
 from .sse import SSEEvent
 
@@ -226,9 +226,18 @@ class OpenAIClient(HTTPProviderClient):
         retry: RetryPolicy | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
         max_tokens_field: str = "max_tokens",
     ) -> None:
-        super().__init__(base_url, api_key, timeouts=timeouts, retry=retry, headers=headers, http_client=http_client)
+        super().__init__(
+            base_url,
+            api_key,
+            timeouts=timeouts,
+            retry=retry,
+            headers=headers,
+            http_client=http_client,
+            max_reply_bytes=max_reply_bytes,
+        )
         self.max_tokens_field = max_tokens_field
 
     @property

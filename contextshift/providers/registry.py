@@ -8,7 +8,7 @@ import httpx
 
 from .anthropic import AnthropicClient
 from .base import ProviderClient, UnknownProviderKind
-from .http import HTTPProviderClient, RetryPolicy, Timeouts
+from .http import MAX_REPLY_BYTES, HTTPProviderClient, RetryPolicy, Timeouts
 from .openai import OpenAIClient, OpenAICodexClient
 
 CLIENT_CLASSES: Mapping[str, type[HTTPProviderClient]] = {
@@ -41,11 +41,13 @@ def make_client(
     retry: RetryPolicy | None = None,
     headers: Mapping[str, str] | None = None,
     http_client: httpx.AsyncClient | None = None,
+    max_reply_bytes: int = MAX_REPLY_BYTES,
 ) -> ProviderClient:
     """A client for ``kind`` (``openai``, ``anthropic`` or ``openai-codex``).
 
     ``timeouts`` / ``retry`` override ``connect_timeout``, ``read_timeout`` and ``retries`` when given.
-    A passed ``http_client`` is shared and not closed by ``aclose``.
+    A passed ``http_client`` is shared and not closed by ``aclose``. ``max_reply_bytes`` is the hard limit of
+    a reply's text (a stream is cut there and kept; see :func:`~contextshift.providers.http.reply_cap`).
     """
     try:
         cls = CLIENT_CLASSES[kind]
@@ -58,4 +60,5 @@ def make_client(
         retry=retry or RetryPolicy(retries=retries),
         headers=headers,
         http_client=http_client,
+        max_reply_bytes=max_reply_bytes,
     )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.calibration import DEFAULT_MARGIN, Calibration, calibrated, report
+from ..core.calibration import DEFAULT_MARGIN, Calibration, calibrated, doubt, report
 from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
 from ..pipeline import payload_tokens
@@ -66,6 +66,51 @@ def counting_of(base: TokenizerProfile, calibration: Calibration) -> Counting:
     return Counting(base, calibration, calibrated(base, calibration, base_margin()))
 
 
+#: The audit key that says a provider's prompt count was not believed (a suspected truncation).
+DOUBTED = "calibration_doubted"
+
+
+def estimate_of(base: TokenizerProfile, sent: dict[str, Any] | Sequence[Message] | int) -> int:
+    """The base profile's (uncalibrated) count of the exact request ``sent``."""
+    if isinstance(sent, int):
+        return sent
+    return payload_tokens(sent, base) if isinstance(sent, dict) else base.count_messages(list(sent))
+
+
+def doubted(model: ModelRow | None, estimated: int, usage: Usage | None) -> dict[str, Any] | None:
+    """What the audit says when the provider's prompt count is not believed (T5), or None when it is.
+
+    Args:
+        model: the model called (its ``context_window`` is the server's context size).
+        estimated: the uncalibrated count of the request sent.
+        usage: the provider's usage.
+
+    Returns:
+        ``{"reason", "reported_tokens", "estimated_tokens"}``: the report was not folded into the factor.
+    """
+    if model is None or usage is None or usage.input_tokens <= 0:
+        return None
+    reason = doubt(estimated, usage.input_tokens, window=model.context_window)
+    if reason is None:
+        return None
+    log.warning(
+        "model %s reported %d prompt tokens for a request counted as %d (%s): not used for calibration",
+        model.id,
+        usage.input_tokens,
+        estimated,
+        reason,
+    )
+    return {"reason": reason, "reported_tokens": usage.input_tokens, "estimated_tokens": estimated}
+
+
+def doubt_diagnostic(note: dict[str, Any]) -> str:
+    """The audit's sentence for a report that was not believed (:func:`doubted`)."""
+    return (
+        f"the provider reported {note['reported_tokens']:,} prompt tokens for a request counted as "
+        f"{note['estimated_tokens']:,}: a suspected truncation ({note['reason']}), not used to calibrate"
+    )
+
+
 async def learn(
     db: Database,
     model: ModelRow | None,
@@ -74,19 +119,19 @@ async def learn(
     usage: Usage | None,
 ) -> Calibration | None:
     """Fold one successful call into the model's factor; never fails the caller (the reply is already stored).
+    A doubted report (:func:`doubted`) changes nothing.
 
     ``sent`` is the exact request: a serialized payload (``{"messages", "system"}``), its core messages, or
     the base profile's count of it.
     """
     if model is None or usage is None or usage.input_tokens <= 0:
         return None
-    if isinstance(sent, int):
-        estimated = sent
-    else:
-        estimated = payload_tokens(sent, base) if isinstance(sent, dict) else base.count_messages(list(sent))
+    estimated = estimate_of(base, sent)
     try:
         async with db.session() as session:
-            return await Repositories(session).calibrations.observe(model.id, base.name, estimated, usage.input_tokens)
+            return await Repositories(session).calibrations.observe(
+                model.id, base.name, estimated, usage.input_tokens, window=model.context_window
+            )
     except Exception as error:  # a lost observation only delays calibration
         log.warning("could not record the calibration of model %s (%s)", model.id, type(error).__name__)
         return None

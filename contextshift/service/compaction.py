@@ -41,6 +41,7 @@ from ..storage import Database, Repositories
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow
 from ..storage.types import new_id, utcnow
 from .calibration import Counting, counting_for, learn
+from .calls import Deadline, open_client
 from .history import is_command, merge
 from .recovery import RETRY_GROWTH, corrected
 from .summarizer import CompactionUnavailable, Summarizer, resolve
@@ -378,6 +379,7 @@ class Compactor:
         async with self.db.session(write=False) as session:
             counting = await counting_for(Repositories(session), summarizer.model, base)
         summarizer_profile = counting.profile
+        deadline = Deadline.for_provider(summarizer.provider.timeout_seconds)  # N5: both attempts share it
         for attempt in range(2):
             budget = input_budget(summarizer.window, count=summarizer_profile.count)
             if budget <= 0:
@@ -402,8 +404,7 @@ class Compactor:
                 )
             except SummarizerInputTooLarge:
                 return PassResult(error_code="COMPACTION_INPUT_TOO_LARGE")  # C9: before any model call
-            provider = summarizer.provider
-            client = self.client_factory(provider.kind, provider.base_url, provider.api_key, **self.client_options)
+            client = open_client(self.client_factory, self.client_options, summarizer.provider, deadline)
             try:
                 request = chat_request(
                     summarizer.provider.kind,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ from ..core.tokens import TokenizerProfile
 from ..pipeline import PipelineRequest, PipelineResult, run_pipeline
 from ..storage.tables import ModelRow, ProviderRow
 from ..tokenizers.server import PROFILE_NAME, ServerTokenizer, ServerTokenizers
+
+log = logging.getLogger("contextshift.counting")
 
 #: Rounds of "build, fetch what was missing" before the prompt is taken as it is.
 MAX_ROUNDS = 4
@@ -64,8 +67,13 @@ class ServerCounting:
         if not wants_server(model, provider, offline):
             return None
         assert model is not None and provider is not None
-        async with self.http() as client:
-            return await self.tokenizers.get(client, provider.base_url, model.name, provider.api_key)
+        try:
+            # N5: a probe (several dialects, a few seconds each) never outlasts the provider's own timeout
+            async with asyncio.timeout(provider.timeout_seconds), self.http() as client:
+                return await self.tokenizers.get(client, provider.base_url, model.name, provider.api_key)
+        except TimeoutError:
+            log.info("the tokenizer probe of %s outlasted the provider's timeout; counting by estimate", model.name)
+            return None
 
 
 async def run_counted(

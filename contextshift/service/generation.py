@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from ..core.errors import TokenBudgetExceeded
+from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..core.tokens import TokenizerProfile
 from ..core.vocabulary import SUMMARIZED
 from ..pipeline import PipelineResult
@@ -34,19 +34,24 @@ from ..providers import (
     ProviderClient,
     ProviderError,
     TextDelta,
-    Timeouts,
     make_client,
 )
 from ..providers.base import PROVIDER_TIMEOUT
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow, MessageRow
-from .calibration import learn
+from .calibration import DOUBTED, doubt_diagnostic, doubted, estimate_of, learn
+from .calls import Deadline, open_client
+from .checkpoints import Checkpoints
 from .compaction import Compactor
 from .counting import ServerCounting, run_counted
 from .errors import Refusal, ServiceError, not_found
+from .history import is_command, is_failed_input
 from .recovery import ContextRetry
 from .replies import (
+    CUT,
     FAILED,
+    INTERRUPTED,
+    INTERRUPTED_CODE,
     REDO_ERROR,
     Redo,
     TurnFailed,
@@ -99,6 +104,8 @@ class _Running:
     hold: TurnHold
     input_id: str | None
     redo: Redo | None = None
+    #: The streamed reply's stored copy while it streams (N5: a crash keeps it), replaced by the outcome.
+    checkpoints: Checkpoints | None = None
 
 
 def _refusal_of(code: str) -> Refusal:
@@ -291,6 +298,8 @@ class Generations:
         """Give the chat's turn back (idempotent)."""
         running = self._running.pop(generation_id, None)
         if running is not None:
+            if running.checkpoints is not None:
+                await running.checkpoints.close()
             await running.hold.release()
 
     def _input_id(self, generation_id: str) -> str | None:
@@ -308,6 +317,9 @@ class Generations:
         the reply it continues."""
         redo = self._redo(generation_id)
         row: MessageRow | None
+        running = self._running.get(generation_id)
+        if running is not None and running.checkpoints is not None and running.checkpoints.row_id is not None:
+            await repos.messages.delete(chat_id, running.checkpoints.row_id)  # the outcome takes its place
         if redo is None:
             return await repos.messages.append(chat_id, message)
         if redo.action == "regenerate":
@@ -340,6 +352,7 @@ class Generations:
             elif retry_of is not None:
                 input_id = (await retry_input(repos, chat.id, retry_of)).id
             else:
+                await self._mark_interrupted(repos, chat.id)
                 input_id = (await repos.messages.append(chat.id, {"role": "user", "content": content or ""})).id
                 await title_untitled(repos, chat, content or "")
             turn = await load_turn(
@@ -372,12 +385,27 @@ class Generations:
             raise budget_error
         return generation_id, turn, result, input_id
 
-    def _client(self, turn: Turn) -> ProviderClient:
+    def _client(self, turn: Turn, deadline: Deadline) -> ProviderClient:
+        """N5: a client with the provider's timeouts and what is left of the turn's deadline."""
         assert turn.provider is not None
-        options = dict(self.client_options)
-        if "timeouts" not in options:  # N5: the provider's own deadline, unless the service was given one
-            options["timeouts"] = Timeouts.for_provider(turn.provider.timeout_seconds)
-        return self.client_factory(turn.provider.kind, turn.provider.base_url, turn.provider.api_key, **options)
+        return open_client(self.client_factory, self.client_options, turn.provider, deadline)
+
+    @staticmethod
+    def _deadline(turn: Turn) -> Deadline:
+        assert turn.provider is not None
+        return Deadline.for_provider(turn.provider.timeout_seconds)
+
+    @staticmethod
+    def _completed_updates(
+        turn: Turn, result: PipelineResult, reply: ChatResult, retry: ContextRetry
+    ) -> dict[str, Any] | None:
+        """The audit's last words: the attempts, and (T5) whether the provider's prompt count was believed."""
+        updates = retry.updates("completed")
+        note = doubted(turn.model, estimate_of(turn.base_profile, result.payload), reply.usage)
+        if note is None:
+            return updates
+        diagnostics = [*preview_payload(turn, result)["diagnostics"], doubt_diagnostic(note)]
+        return {**(updates or {}), DOUBTED: note, "diagnostics": diagnostics}
 
     @staticmethod
     def _request(turn: Turn, result: PipelineResult, stream: bool) -> ChatRequest:
@@ -401,10 +429,12 @@ class Generations:
         audit_updates: dict[str, Any] | None = None,
     ) -> tuple[MessageRow, dict[str, Any] | None]:
         """The reply and the audit's completion in one transaction, retried until it is stored (N5)."""
+        await self._stop_checkpoints(generation_id)
         usage = usage_of(reply, result, profile)
-        message = reply_message(
-            reply_meta(generation_id, self._input_id(generation_id), reply.finish_reason, usage, result), reply
-        )
+        meta = reply_meta(generation_id, self._input_id(generation_id), reply.finish_reason, usage, result)
+        if reply.cut is not None:  # stopped by contextshift at the reply's cap: what came is kept, with why
+            meta[CUT] = reply.cut
+        message = reply_message(meta, reply)
 
         async def write(repos: Repositories) -> MessageRow:
             row = await self._keep_reply(repos, chat_id, generation_id, message)
@@ -432,6 +462,7 @@ class Generations:
         audit_updates: dict[str, Any] | None = None,
     ) -> MessageRow:
         """What was streamed before the provider failed (``error``) or the user stopped (None), kept."""
+        await self._stop_checkpoints(generation_id)
         reason = "provider_error" if error is not None else "cancelled"
         code = error.code if error is not None else None
         meta = reply_meta(generation_id, self._input_id(generation_id), "interrupted", None, result)
@@ -447,6 +478,45 @@ class Generations:
             return row
 
         return await persist(self.db, write, what="a partial reply")
+
+    def _checkpoints(self, chat_id: str, generation_id: str, result: PipelineResult) -> Checkpoints | None:
+        """N5: the stored copy of a new reply while it streams (a redo changes a stored reply: not copied)."""
+        running = self._running.get(generation_id)
+        if running is None or running.redo is not None:
+            return None
+        input_id = running.input_id
+
+        async def write(text: str, row_id: str | None) -> str | None:
+            meta = reply_meta(generation_id, input_id, INTERRUPTED, None, result)
+            async with self.db.session() as session:
+                repos = Repositories(session)
+                if row_id is not None:
+                    row = await repos.messages.edit_content(chat_id, row_id, text)
+                    return row.id if row is not None else None
+                if await repos.chats.get(chat_id) is None:
+                    return None
+                return (await repos.messages.append(chat_id, partial_message(meta, text, INTERRUPTED, None))).id
+
+        running.checkpoints = Checkpoints(write)
+        return running.checkpoints
+
+    async def _stop_checkpoints(self, generation_id: str) -> None:
+        running = self._running.get(generation_id)
+        if running is not None and running.checkpoints is not None:
+            await running.checkpoints.close()
+
+    async def _mark_interrupted(self, repos: Repositories, chat_id: str) -> None:
+        """N5: an input whose turn died with its process (no reply, its audit left ``prepared`` or closed as
+        interrupted) is marked ``meta.failed`` before the next input, so the next prompt does not carry two user
+        messages in a row; ``retry_of`` can still answer it while it is the newest message."""
+        newest = (await repos.messages.list_page(chat_id, limit=1)).rows
+        if not newest or newest[0].role != "user" or is_failed_input(newest[0]) or is_command(newest[0]):
+            return
+        audit = await repos.audits.get(chat_id)
+        if audit is None or (audit.payload or {}).get("input_message_id") != newest[0].id:
+            return
+        if audit.status == "prepared" or audit.error_code == INTERRUPTED_CODE:  # we hold the turn: it is dead
+            await repos.messages.patch(chat_id, newest[0].id, {"meta": {FAILED: {"code": INTERRUPTED_CODE}}})
 
     async def finish_failed(
         self,
@@ -503,8 +573,9 @@ class Generations:
 
     async def _complete(self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult) -> Done:
         retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
+        deadline = self._deadline(turn)
         while True:
-            client = self._client(turn)
+            client = self._client(turn, deadline)
             try:
                 request = self._request(turn, result, stream=False)
                 if (exact := await retry.exact(client, request, result)) is not None:  # T5: count_tokens
@@ -528,7 +599,7 @@ class Generations:
                 with anyio.CancelScope(shield=True):
                     await client.aclose()
         row, usage = await self._store_reply(
-            chat_id, generation_id, reply, result, turn.profile, retry.updates("completed")
+            chat_id, generation_id, reply, result, turn.profile, self._completed_updates(turn, result, reply, retry)
         )
         await learn(self.db, turn.model, turn.base_profile, result.payload, reply.usage)
         return Done(row, usage)
@@ -547,21 +618,45 @@ class Generations:
     async def stream(
         self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
     ) -> AsyncIterator[GenerationEvent]:
-        """Stream one prepared generation; cancelling the consumer cancels the provider call."""
+        """Stream one prepared generation; cancelling the consumer cancels the provider call. The stream always
+        ends with :class:`Done` or :class:`Failed`: a turn whose chat was deleted under it (with its owner) ends
+        with ``CHAT_NOT_FOUND``, one whose outcome could not be stored with ``INTERNAL_ERROR`` (N5)."""
         try:
             async for event in self._stream(chat_id, generation_id, turn, result):
                 yield event
+        except Exception as error:
+            yield await self._lost(chat_id, error)
         finally:
             with anyio.CancelScope(shield=True):
                 await self.end(generation_id)
+
+    async def _lost(self, chat_id: str, error: Exception) -> Failed:
+        """The last event of a turn that could not end as it should (logged without a traceback: the reason is
+        known, and a traceback could carry stored text)."""
+        try:
+            async with self.db.session(write=False) as session:
+                gone = await Repositories(session).chats.get(chat_id) is None
+        except Exception:
+            gone = False
+        if gone:
+            log.warning("chat %s was deleted during its turn (%s); the turn ends", chat_id, type(error).__name__)
+            code = not_found("chat", chat_id).code  # CHAT_NOT_FOUND, as any other call on the chat would say
+            return Failed(code, "The chat was deleted while its turn was running; nothing more of it is kept.")
+        if isinstance(error, ContextShiftError):  # a refusal with its own code and words
+            log.info("the turn of chat %s ended with %s", chat_id, error.code)
+            return Failed(error.code, error.message)
+        log.error("the turn of chat %s could not be stored (%s)", chat_id, type(error).__name__)
+        return Failed("INTERNAL_ERROR", "The reply could not be stored.")
 
     async def _stream(
         self, chat_id: str, generation_id: str, turn: Turn, result: PipelineResult
     ) -> AsyncIterator[GenerationEvent]:
         retry = ContextRetry(self.db, chat_id, generation_id, turn, preview_payload)
         streamed: list[str] = []
+        checkpoints: Checkpoints | None = None
+        deadline = self._deadline(turn)
         while True:
-            client = self._client(turn)
+            client = self._client(turn, deadline)
             finished: ChatResult | None = None
             try:
                 request = self._request(turn, result, stream=True)
@@ -572,6 +667,12 @@ class Generations:
                         if isinstance(event, TextDelta):
                             if event.text:
                                 streamed.append(event.text)
+                                if checkpoints is None:  # the first text: no resend after it, the prompt is final
+                                    checkpoints = self._checkpoints(chat_id, generation_id, result)
+                                if checkpoints is not None:
+                                    checkpoints.add(event.text)
+                                    if checkpoints.gone:
+                                        raise not_found("chat", chat_id)  # deleted with its owner
                                 yield Token(event.text)
                         elif isinstance(event, Finished):
                             finished = event.result
@@ -599,6 +700,8 @@ class Generations:
                 yield Failed(budget_error.code, budget_error.message)
                 return
             except BaseException:
+                if checkpoints is not None and checkpoints.gone:
+                    raise  # the chat is gone: nothing left to store it in; :meth:`stream` ends the turn
                 if streamed:
                     await self._store_partial(chat_id, generation_id, "".join(streamed), result, None)
                 else:
@@ -609,7 +712,7 @@ class Generations:
                     await client.aclose()
         reply = _require_content(finished)
         row, usage = await self._store_reply(
-            chat_id, generation_id, reply, result, turn.profile, retry.updates("completed")
+            chat_id, generation_id, reply, result, turn.profile, self._completed_updates(turn, result, reply, retry)
         )
         await learn(self.db, turn.model, turn.base_profile, result.payload, reply.usage)
         yield Done(row, usage)

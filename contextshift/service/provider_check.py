@@ -16,8 +16,9 @@ from typing import Any
 
 import httpx
 
-from ..providers import ListedModel, ProviderClient, ProviderError, Timeouts
+from ..providers import ListedModel, ProviderClient, ProviderError
 from ..providers.base import PROVIDER_BAD_REQUEST
+from .calls import Deadline, open_client
 from .provider_hosts import check_provider_url
 
 log = logging.getLogger("contextshift.service")
@@ -58,11 +59,9 @@ async def list_models(
         ServiceError: 422 ``PROVIDER_HOST_NOT_ALLOWED`` when the base URL's host is not allowed.
     """
     check_provider_url(endpoint.base_url)
-    chosen = dict(options)
-    if "timeouts" not in chosen:  # the service's own timeouts when it was given some (the tests' short ones)
-        chosen["timeouts"] = Timeouts.for_provider(min(endpoint.timeout_seconds, CHECK_TIMEOUT_MAX), total_factor=1)
+    deadline = Deadline(min(endpoint.timeout_seconds, CHECK_TIMEOUT_MAX))  # N5: one try, within this
     try:
-        client = factory(endpoint.kind, endpoint.base_url, endpoint.api_key, **chosen)
+        client = open_client(factory, options, endpoint, deadline)
         try:
             return await client.list_models()
         finally:

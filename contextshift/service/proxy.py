@@ -71,7 +71,8 @@ from ..providers.http import request_sent
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from . import proxy_fit as fit
-from .calibration import Counting, counting_of
+from .calibration import DOUBTED, Counting, counting_of, doubt_diagnostic, doubted
+from .calls import Deadline, open_client
 from .errors import Refusal, ServiceError
 from .provider_hosts import check_provider_url
 from .recovery import CONTEXT_LENGTH_RETRY, RETRY_GROWTH, corrected
@@ -685,11 +686,15 @@ class ProxyService:
         """End the audit once, and (T5) fold the provider's prompt count into the model's calibration, in
         one transaction. Never fails the call: the caller's answer is already there."""
         recorded = await self._recorded(prepared)
-        updates = None
+        updates: dict[str, Any] | None = None
         if prepared.attempts:
             sent = prepared.fitted.prompt_tokens
             updates = {"attempts": [*prepared.attempts, {"outcome": status, "prompt_tokens": sent}]}
         usage = reply.usage if reply is not None else None
+        note = doubted(prepared.model, prepared.estimated, usage)  # T5: a suspected truncation is not learned
+        if note is not None:
+            said = list((prepared.fitted.audit or {}).get("diagnostics") or [])
+            updates = {**(updates or {}), DOUBTED: note, "diagnostics": [*said, doubt_diagnostic(note)]}
         try:
             with anyio.CancelScope(shield=True):
                 async with self.db.session() as session:
@@ -703,9 +708,13 @@ class ProxyService:
                             payload_updates=updates,
                         )
                     calibration = None
-                    if usage is not None and usage.input_tokens > 0 and prepared.estimated > 0:
+                    if usage is not None and usage.input_tokens > 0 and prepared.estimated > 0 and note is None:
                         calibration = await repos.calibrations.observe(
-                            prepared.model.id, prepared.counting.base.name, prepared.estimated, usage.input_tokens
+                            prepared.model.id,
+                            prepared.counting.base.name,
+                            prepared.estimated,
+                            usage.input_tokens,
+                            window=prepared.model.context_window,
                         )
             if calibration is not None:  # the next call's counting, as committed (no read needed)
                 reads = self.db.reads
@@ -716,8 +725,9 @@ class ProxyService:
 
     # -- forwarding ---------------------------------------------------------------------------------------
 
-    def _client(self, provider: ProviderRow) -> ProviderClient:
-        return self.client_factory(provider.kind, provider.base_url, provider.api_key, **self.client_options)
+    def _client(self, provider: ProviderRow, deadline: Deadline) -> ProviderClient:
+        """N5: a client with the provider's timeouts and what is left of the call's deadline."""
+        return open_client(self.client_factory, self.client_options, provider, deadline)
 
     @staticmethod
     @contextmanager
@@ -745,8 +755,9 @@ class ProxyService:
 
         The reply is returned once the audit is in the database, while the call's end (status, usage,
         calibration) is still being written: :meth:`settled` waits for it."""
+        deadline = Deadline.for_provider(prepared.provider.timeout_seconds)
         while True:
-            client = self._client(prepared.provider)
+            client = self._client(prepared.provider, deadline)
             try:
                 with self._send(prepared, client):
                     reply = await client.complete(prepared.request)
@@ -774,8 +785,9 @@ class ProxyService:
         """
         finished: ChatResult | None = None
         started = False
+        deadline = Deadline.for_provider(prepared.provider.timeout_seconds)
         while True:
-            client = self._client(prepared.provider)
+            client = self._client(prepared.provider, deadline)
             try:
                 with self._send(prepared, client):
                     async with client.stream(prepared.request) as events:

@@ -8,6 +8,13 @@
   says why (``provider_error`` with ``meta.error_code``, or ``cancelled``). It counts as history.
 - A turn that failed before any text keeps its input: the user message gets ``meta.failed`` (the error
   code) and is left out of later prompts (:func:`is_failed_input`) until it is retried.
+- A reply that outgrows its cap (``max_tokens`` with headroom, and a hard byte limit: see
+  :func:`contextshift.providers.http.reply_cap`) is stopped there and kept: ``finish_reason`` ``length`` and
+  ``meta.cut`` ``reply_too_large``.
+- While a reply streams, what came so far is stored as a partial reply (``partial_reason`` ``interrupted``)
+  at least every second (:mod:`.checkpoints`), so a crash keeps what the client saw; the turn's outcome
+  replaces it. An input whose turn died before any text is marked ``meta.failed``
+  (``GENERATION_INTERRUPTED``) when the next input comes.
 - Every assistant message records the user message it answers in ``meta.reply_to``.
 - A turn can redo the chat's newest reply (:class:`Redo`): ``regenerate`` builds the prompt from the history
   before it and stores the new reply as another version of it (the earlier ones stay, to page through);
@@ -41,6 +48,13 @@ REPLY_TO = "reply_to"
 PARTIAL = "partial"
 PARTIAL_REASON = "partial_reason"
 FAILED = FAILED_KEY
+#: ``partial_reason`` (and ``finish_reason``) of a reply stored while it streamed: what it says if the process
+#: dies before the turn ends (:mod:`.checkpoints`); and the ``meta.failed`` code of an input whose turn died so.
+INTERRUPTED = "interrupted"
+INTERRUPTED_CODE = "GENERATION_INTERRUPTED"
+#: The meta key of a reply contextshift stopped at its size cap (``reply_too_large``; ``finish_reason`` is
+#: ``length``): the text that came before the cap is the reply.
+CUT = "cut"
 #: The meta key of a reply whose regenerate or continue failed before any text: ``{"code", "action"}``.
 REDO_ERROR = "error"
 

@@ -10,6 +10,9 @@ TurnRepository`), so it holds across processes and instances on one SQLite file 
 Within one process, waiters queue on an ``asyncio.Lock`` per chat first (first come, first served, no
 polling); across processes they poll the lease. The holder renews the lease every ``renew`` seconds;
 a process that dies stops renewing, and its lease expires after ``ttl`` seconds.
+
+Changes that would pull the ground from under a running turn (rewind, deleting a message or the chat) take the
+same lease for their own transaction (:func:`between_turns`) and are refused with 409 ``CHAT_BUSY`` meanwhile.
 """
 
 from __future__ import annotations
@@ -156,6 +159,26 @@ class ChatTurns:
             except Exception as error:  # it expires on its own after ttl
                 log.warning("releasing the turn lease of chat %s failed (%s)", chat_id, type(error).__name__)
                 await asyncio.sleep(0.1 * (attempt + 1))
+
+
+@asynccontextmanager
+async def between_turns(repos: Repositories, chat_id: str) -> AsyncIterator[None]:
+    """Hold the chat's turn lease for a change that must not run during a turn (rewind, message and chat
+    delete) in the caller's transaction: 409 ``CHAT_BUSY`` at once while a turn runs (a reply must never be
+    stored pointing at a deleted message). The lease is taken and given back in the same transaction, so a
+    turn that starts afterwards sees the change, and a refused change leaves nothing behind."""
+    owner = uuid.uuid4().hex
+    if not await repos.turns.acquire(chat_id, owner, timedelta(seconds=TurnPolicy().ttl)):
+        if await repos.chats.get(chat_id) is None:
+            raise not_found("chat", chat_id)
+        raise _busy(chat_id)
+    yield
+    await repos.turns.release(chat_id, owner)  # a deleted chat has no lease to give back: nothing happens
+
+
+def chat_busy(chat_id: str) -> ServiceError:
+    """409 ``CHAT_BUSY`` for ``chat_id``."""
+    return _busy(chat_id)
 
 
 def _busy(chat_id: str) -> ServiceError:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from contextshift.api.app import create_app
-from contextshift.providers import RetryPolicy
+from contextshift.providers import RetryPolicy, reply_cap
 from tests.api.conftest import ADMIN_TOKEN, Server, Service, bearer
 from tests.databases import Backend
 from tests.fakes import Error, FakeProvider, Raw, Reply
@@ -168,13 +168,35 @@ async def test_5xx_before_any_byte_is_retried_with_backoff(faulty: Service) -> N
     assert len(faulty.fake.requests) == 3
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
-async def test_a_20_mb_reply_is_stored_whole(faulty: Service, stream: bool) -> None:
+async def test_a_20_mb_stream_is_stopped_at_its_cap_and_what_came_is_kept(faulty: Service) -> None:
+    # Issue 25, point 10 (this test used to assert the 20 MB reply was stored whole).
     chat_id = await chat(faulty)
     piece = "x" * (1024 * 1024 - 1) + " "
     faulty.fake.script(Reply(piece * 20, chunks=[piece] * 20))
-    response = await faulty.http.post(f"/api/v2/chats/{chat_id}/generate", json={"content": "hi", "stream": stream})
+    response = await faulty.http.post(f"/api/v2/chats/{chat_id}/generate", json={"content": "hi", "stream": True})
     assert response.status_code == 200
+    events = sse(response.text)
+    cap = reply_cap(faulty.fake.requests[0].json.get("max_tokens"))
+    streamed = "".join(data["text"] for kind, data in events if kind == "token")
+    assert events[-1][0] == "done" and len(streamed) == cap < BIG
     reply = (await stored(faulty, chat_id))[-1]
-    assert reply["role"] == "assistant" and len(reply["content"]) == BIG
+    assert reply["role"] == "assistant" and reply["content"] == streamed
+    assert reply["meta"]["cut"] == "reply_too_large" and reply["meta"]["finish_reason"] == "length"
     assert len(faulty.fake.requests) == 1
+
+
+async def test_a_json_reply_over_its_cap_is_cut_and_one_over_the_hard_limit_fails(faulty: Service) -> None:
+    chat_id = await chat(faulty)
+    faulty.fake.script(Reply("y" * 100_000))  # well under the hard limit, over 16 bytes a token of max_tokens
+    response = await faulty.http.post(
+        f"/api/v2/chats/{chat_id}/generate", json={"content": "hi", "stream": False, "max_tokens": 100}
+    )
+    assert response.status_code == 200, response.text
+    message = response.json()["message"]
+    cap = reply_cap(faulty.fake.requests[0].json["max_tokens"])
+    assert message["content"] == "y" * cap and message["meta"]["cut"] == "reply_too_large"
+    faulty.fake.script(Reply("z" * BIG))  # a body that cannot be cut: JSON is parsed whole or not at all
+    response = await faulty.http.post(f"/api/v2/chats/{chat_id}/generate", json={"content": "more", "stream": False})
+    assert response.status_code == 502 and response.json()["error"]["code"] == "GENERATION_FAILED"
+    assert (await stored(faulty, chat_id))[-1]["meta"]["failed"] == {"code": "GENERATION_FAILED"}
+    assert len(faulty.fake.requests) == 2

@@ -7,6 +7,8 @@ and the chat answers again; each within a minute, bounded by counting polls of 0
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from typing import Any
 
 import httpx
@@ -158,3 +160,69 @@ async def test_a_kill_during_a_compaction_pass_frees_the_chat_and_closes_the_log
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_kill_mid_reply_keeps_what_the_client_saw_marked_interrupted(
+    served: Served, fake_provider: FakeProvider
+) -> None:
+    served.start()
+    async with served.client() as http:
+        chat_id = await _setup_chat(http, fake_provider, 8000)
+        # Two chunks, then the provider goes quiet: the client has seen both when the process dies.
+        fake_provider.script(
+            Reply("Once upon a time there was", chunks=["Once upon ", "a time ", "there was"], hang_after=2)
+        )
+        seen = []
+        async with http.stream(
+            "POST", f"/api/v2/chats/{chat_id}/generate", json={"content": "Tell me a story", "stream": True}
+        ) as stream:
+            async for line in stream.aiter_lines():
+                if line.startswith("data: ") and len(seen) < 2:
+                    seen.append(json.loads(line[6:])["text"])
+                if len(seen) == 2:
+                    break
+
+            async def stored_as_seen() -> bool:
+                return any(m["content"] == "".join(seen) for m in await _messages(http, chat_id))
+
+            await _until(stored_as_seen)  # written while it streams, not when it ends
+            served.kill()
+
+    served.start()
+    async with served.client() as http:
+        stored = await _messages(http, chat_id)
+        assert [(m["role"], m["content"]) for m in stored] == [
+            ("user", "Tell me a story"),
+            ("assistant", "Once upon a time "),
+        ]
+        meta = stored[1]["meta"]
+        assert (meta["partial"], meta["partial_reason"], meta["finish_reason"]) == (True, "interrupted", "interrupted")
+        assert stored[1]["reply_to"] == stored[0]["id"]
+        await _usable(http, fake_provider, chat_id)
+        roles = [m["role"] for m in fake_provider.requests[-1].messages]
+        assert roles == ["user", "assistant", "user"]
+
+
+async def test_an_input_whose_turn_died_before_any_text_is_marked_and_not_sent_twice_in_a_row(
+    served: Served, fake_provider: FakeProvider
+) -> None:
+    served.start()
+    async with served.client() as http:
+        chat_id = await _setup_chat(http, fake_provider, 8000)
+        fake_provider.script(Reply("never", delay=3600))
+        turn = asyncio.create_task(
+            http.post(f"/api/v2/chats/{chat_id}/generate", json={"content": "Lost question", "stream": False})
+        )
+        await _until(lambda: _true(len(fake_provider.requests) == 1))
+        served.kill()
+        with contextlib.suppress(httpx.TransportError):
+            await turn
+
+    served.start()
+    async with served.client() as http:
+        await _usable(http, fake_provider, chat_id)
+        sent = fake_provider.requests[-1].messages
+        assert [(m["role"], m["content"]) for m in sent] == [("user", "still there?")]
+        lost, question, answer = await _messages(http, chat_id)
+        assert lost["content"] == "Lost question" and lost["meta"]["failed"] == {"code": "GENERATION_INTERRUPTED"}
+        assert (question["content"], answer["content"]) == ("still there?", "Back again.")

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from ...core.vocabulary import Role
 from ...service.errors import Refusal, ServiceError, not_found
 from ...service.titles import title_untitled
+from ...service.turns import between_turns
 from ...storage import row_to_message
 from ...storage.repositories.search import search_chats as search_chats_in
 from .. import schemas as s
@@ -126,11 +127,13 @@ async def patch_chat(chat_id: str, body: s.ChatPatch, principal: Caller, repos: 
     return {"chat": views.chat(row)}
 
 
-@router.delete("/chats/{chat_id}", response_model=Deleted, responses=error_responses(404))
+@router.delete("/chats/{chat_id}", response_model=Deleted, responses=error_responses(404, 409))
 async def delete_chat(chat_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    """Delete the chat and everything in it; 409 ``CHAT_BUSY`` while a turn runs in it."""
     await _chat(repos, chat_id, principal)
-    if not await repos.chats.delete(chat_id):
-        raise not_found("chat", chat_id)
+    async with between_turns(repos, chat_id):
+        if not await repos.chats.delete(chat_id):
+            raise not_found("chat", chat_id)
     return {"deleted": True}
 
 
@@ -205,20 +208,26 @@ async def patch_message(
     return {"message": views.message(row)}
 
 
-@router.post("/chats/{chat_id}/messages/{message_id}/rewind", response_model=Rewound, responses=error_responses(404))
+@router.post(
+    "/chats/{chat_id}/messages/{message_id}/rewind", response_model=Rewound, responses=error_responses(404, 409)
+)
 async def rewind_chat(chat_id: str, message_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
     """Rewind the chat to this message: every later message is deleted (to answer an edited message again, with
-    ``retry_of`` on a turn). The message itself stays."""
+    ``retry_of`` on a turn). The message itself stays. 409 ``CHAT_BUSY`` while a turn runs in the chat."""
     await _chat(repos, chat_id, principal)
-    current = await repos.messages.get(message_id, chat_id)
-    if current is None:
-        raise not_found("message", message_id)
-    return {"deleted": await repos.messages.delete_after(chat_id, current.seq)}
+    async with between_turns(repos, chat_id):
+        current = await repos.messages.get(message_id, chat_id)
+        if current is None:
+            raise not_found("message", message_id)
+        deleted = await repos.messages.delete_after(chat_id, current.seq)
+    return {"deleted": deleted}
 
 
-@router.delete("/chats/{chat_id}/messages/{message_id}", response_model=Deleted, responses=error_responses(404))
+@router.delete("/chats/{chat_id}/messages/{message_id}", response_model=Deleted, responses=error_responses(404, 409))
 async def delete_message(chat_id: str, message_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+    """Delete one message; 409 ``CHAT_BUSY`` while a turn runs in the chat."""
     await _chat(repos, chat_id, principal)
-    if not await repos.messages.delete(chat_id, message_id):
-        raise not_found("message", message_id)
+    async with between_turns(repos, chat_id):
+        if not await repos.messages.delete(chat_id, message_id):
+            raise not_found("message", message_id)
     return {"deleted": True}

@@ -35,7 +35,11 @@ SSE_DESCRIPTION = (
     "and left out of later prompts until retried with `retry_of`. With `regenerate_of` or `continue_of` (the chat's "
     "newest reply; else 409 REDO_NOT_POSSIBLE) the `done` message is that reply, with a new version or more text; "
     "a redo that fails before any text leaves it as it was, with `meta.error`. A second turn on a chat whose turn is "
-    "still running waits for it (up to 30 s), then gets 409 CHAT_BUSY."
+    "still running waits for it (up to 30 s), then gets 409 CHAT_BUSY; rewind and deletes get 409 CHAT_BUSY at once. "
+    "The stream always ends with `done` or `error` (CHAT_NOT_FOUND when the chat was deleted with its owner). While "
+    "it streams, the reply so far is stored (at least every second) as a partial reply marked `interrupted`, which "
+    "the outcome replaces. A reply larger than its cap (16 bytes per `max_tokens` token, at least 64 KiB, at most "
+    "1,900,000 bytes) is stopped there and kept: `finish_reason` `length`, `meta.cut` `reply_too_large`."
 )
 
 HEARTBEAT = b": heartbeat\n\n"
