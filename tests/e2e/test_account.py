@@ -1,6 +1,7 @@
 """Signing out, signing back in through a deep link, and the account page (V5, N2, issue 27): the user's API
-tokens (created with the secret shown once, listed, renamed, revoked) and, for an admin, the users (created,
-given a role, disabled, deleted), in Chromium against the real service."""
+tokens (created with the secret shown once, listed, renamed, revoked), their browser sessions (listed, this one
+marked, ended) and, for an admin, the users (created, given a role, disabled, deleted), in Chromium against the
+real service."""
 
 from __future__ import annotations
 
@@ -145,3 +146,63 @@ def test_on_a_phone_the_account_page_signs_out(page: Any, app: App) -> None:
     page.locator("#account-sign-out").click()
     expect(page.get_by_role("heading", name="Sign in to contextshift")).to_be_visible()
     assert app.http.get("/api/v2/me").status_code == 200  # the admin's API token still works: only the session ended
+
+
+def test_two_browser_sessions_are_listed_and_ending_the_other_signs_it_out(page: Any, browser: Any, app: App) -> None:
+    other = browser.new_context(viewport=PHONE, base_url=app.url, reduced_motion="reduce")
+    other.set_default_timeout(30_000)
+    try:
+        second = other.new_page()
+        second.goto(f"/?token={app.token}")  # the same user signs in a second time, in another browser
+        expect(second.locator("#sign-out")).to_have_count(1)
+        assert second.request.get(f"{app.url}/api/v2/me").status == 200
+
+        page.goto("/#/account")
+        sessions = page.locator("#sessions")
+        expect(sessions.get_by_role("heading", name="Browser sessions")).to_be_visible()
+        rows = sessions.locator(".session-table tbody tr")
+        expect(rows).to_have_count(2)
+        listed = app.api("GET", "/sessions", expect=200)["sessions"]  # the admin's API token: no session is its own
+        assert len(listed) == 2 and not any(s["current"] for s in listed)
+        opener = {t["id"]: t["name"] for t in app.api("GET", "/tokens", expect=200)["tokens"]}
+        mine = page.locator('.session-table tr[data-current="true"]')
+        expect(mine).to_have_count(1)
+        expect(mine.locator(".this-browser")).to_have_text("this browser")
+        theirs = page.locator('.session-table tr[data-current="false"]')
+        expect(theirs.locator(".this-browser")).to_have_count(0)
+        for session in listed:
+            row = sessions.locator(f'tr[data-session-id="{session["id"]}"]')
+            expect(row).to_contain_text(opener[session["opened_by"]] or "(unnamed token)")
+        other_id = theirs.get_attribute("data-session-id")
+        assert other_id in {s["id"] for s in listed}
+
+        theirs.locator('[data-action="end-session"]').click()
+        expect(theirs.locator('[data-action="confirm-end-session"]')).to_be_focused()
+        theirs.get_by_role("button", name="Keep").click()
+        assert second.request.get(f"{app.url}/api/v2/me").status == 200  # kept: it still signs in
+        theirs.locator('[data-action="end-session"]').click()
+        theirs.locator('[data-action="confirm-end-session"]').click()
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_have_attribute("data-current", "true")
+        assert second.request.get(f"{app.url}/api/v2/me").status == 401  # that browser's next call is refused
+        assert other_id not in {s["id"] for s in app.api("GET", "/sessions", expect=200)["sessions"]}
+        second.goto("/#/account")
+        expect(second.get_by_role("heading", name="Sign in to contextshift")).to_be_visible()
+        assert page.request.get(f"{app.url}/api/v2/me").status == 200  # this browser is still signed in
+    finally:
+        other.close()
+
+
+def test_ending_this_browsers_session_shows_the_sign_in_page(page: Any, app: App) -> None:
+    page.goto("/#/account")
+    mine = page.locator('#sessions tr[data-current="true"]')
+    mine.get_by_role("button", name="End session of this browser").click()
+    expect(mine.get_by_role("group", name="Confirm ending the session of this browser")).to_contain_text(
+        "This browser is signed out."
+    )
+    mine.locator('[data-action="confirm-end-session"]').click()
+    expect(page.get_by_role("heading", name="Sign in to contextshift")).to_be_visible()
+    expect(page.locator("#signed-out")).to_have_text("You are signed out.")
+    assert page.request.get(f"{app.url}/api/v2/me").status == 401
+    assert app.api("GET", "/sessions", expect=200)["sessions"] == []
+    assert app.http.get("/api/v2/me").status_code == 200  # the API token it was opened with still works

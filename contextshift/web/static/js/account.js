@@ -1,9 +1,9 @@
 // The account page: who is signed in, the theme, the user's API tokens (create with the secret shown once,
-// rename, revoke) and, for admins, the users (create, role, disable, delete). Browser sessions are listed by the
-// hardening issue's /sessions API, which this build does not have yet.
+// rename, revoke), their browser sessions (list, end) and, for admins, the users (create, role, disable, delete).
 
 import { ApiError, del, get, patch, post } from "./api.js";
-import { checkbox, field, h, nextId, replace, select, toast, when } from "./dom.js";
+import { badge, checkbox, field, h, nextId, replace, select, toast, when } from "./dom.js";
+import { reloadAt } from "./signin.js";
 
 const THEMES = [
   ["system", "Same as the system"],
@@ -230,6 +230,121 @@ function tokensSection() {
   return section;
 }
 
+// -- browser sessions --------------------------------------------------------------------------------------
+
+/** The user's browser sessions (GET /sessions): when each was opened, with which token, until when; ending
+ * one (DELETE /sessions/{id}) signs that browser out at once. Ending this browser's own shows the sign-in page. */
+function sessionsSection() {
+  const section = h("section.account-block#sessions", { "aria-labelledby": "account-sessions-h" });
+  const state = { sessions: [], ending: null, error: null };
+
+  async function load() {
+    try {
+      state.sessions = (await get("/sessions")).sessions;
+      state.error = null;
+    } catch (error) {
+      state.error = error;
+    }
+    render();
+  }
+
+  function describe(session) {
+    return session.current ? "of this browser" : `opened ${when(session.created_at)}`;
+  }
+
+  async function end(session) {
+    try {
+      await del(`/sessions/${encodeURIComponent(session.id)}`);
+    } catch (error) {
+      toast(error.message, "error");
+      state.ending = null;
+      await load();
+      return;
+    }
+    state.ending = null;
+    if (session.current) {
+      // This browser's cookie signs no one in any more: the sign-in page, the same as "Sign out".
+      reloadAt("#/signin?signed-out=1");
+      return;
+    }
+    toast("Ended the session: that browser is signed out.");
+    await load();
+    section.querySelector("#account-sessions-h")?.focus();
+  }
+
+  function actions(session) {
+    const label = describe(session);
+    if (state.ending === session.id) {
+      return h(
+        "div.actions.confirm",
+        { role: "group", "aria-label": `Confirm ending the session ${label}` },
+        h("span", session.current ? "End it? This browser is signed out." : "End it? That browser is signed out."),
+        h("button.small.danger", { type: "button", dataset: { action: "confirm-end-session" }, onclick: () => end(session) }, "End session"),
+        h("button.small", { type: "button", onclick: () => ((state.ending = null), render()) }, "Keep"),
+      );
+    }
+    return h(
+      "button.small.danger-outline",
+      {
+        type: "button",
+        dataset: { action: "end-session" },
+        "aria-label": `End session ${label}`, // the visible text first (WCAG 2.5.3)
+        onclick: () => {
+          state.ending = session.id;
+          render();
+          section.querySelector('[data-action="confirm-end-session"]')?.focus();
+        },
+      },
+      "End session",
+    );
+  }
+
+  function openedBy(session) {
+    if (session.opened_by_name) return session.opened_by_name;
+    if (session.opened_by) return h("span.muted", "(unnamed token)");
+    return h("span.muted", "—");
+  }
+
+  function render() {
+    const table = state.sessions.length
+      ? h(
+          "table.data-table.session-table",
+          h("caption.visually-hidden", "Your browser sessions"),
+          h("thead", h("tr", ["Opened", "With token", "Last used", "Expires", "Actions"].map((t) => h("th", { scope: "col" }, t)))),
+          h(
+            "tbody",
+            state.sessions.map((session) =>
+              h(
+                "tr",
+                { dataset: { sessionId: session.id, current: session.current ? "true" : "false" } },
+                h(
+                  "td",
+                  { "data-label": "Opened" },
+                  when(session.created_at),
+                  session.current ? [" ", badge("this browser", "info.this-browser")] : null,
+                ),
+                h("td", { "data-label": "With token" }, openedBy(session)),
+                h("td", { "data-label": "Last used" }, session.last_used_at ? when(session.last_used_at) : "never"),
+                h("td", { "data-label": "Expires" }, when(session.expires_at)),
+                h("td", { "data-label": "Actions" }, actions(session)),
+              ),
+            ),
+          ),
+        )
+      : h("p.muted#no-sessions", "No browser sessions.");
+    replace(
+      section,
+      h("h2#account-sessions-h", { tabindex: "-1" }, "Browser sessions"),
+      h("p.help", "Each browser you signed in with has a session. Ending one signs that browser out at once; revoking the token a session was opened with ends it too."),
+      state.error ? errorLine(state.error) : table,
+    );
+  }
+
+  render();
+  load();
+  return section;
+}
+
 // -- users (admins) ----------------------------------------------------------------------------------------
 
 function usersSection({ store }) {
@@ -377,7 +492,9 @@ function usersSection({ store }) {
 
 /** #/account. ctx: {store, signOut(button)}. */
 export async function accountView(main, _params, { store, signOut }) {
-  if (!store.me) await store.refresh();
+  // Who is signed in, asked afresh: a session ended from another browser gets the sign-in page here (the router
+  // shows it on a 401), not a page of refusals.
+  store.me = (await get("/me")).user;
   document.title = "Account · contextshift";
   replace(
     main,
@@ -386,6 +503,7 @@ export async function accountView(main, _params, { store, signOut }) {
       h("h1", "Account"),
       youSection({ store, signOut }),
       tokensSection(),
+      sessionsSection(),
       store.me?.role === "admin" ? usersSection({ store }) : null,
     ),
   );
