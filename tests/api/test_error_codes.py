@@ -62,6 +62,7 @@ NOT_IN_THE_ENVELOPE = {
     "COMPACTION_INPUT_TOO_LARGE": "a compaction pass records it in its log (service/compaction.py)",
     "JOB_CHAT_BUSY": "a background job's attempt error, kept with the attempt and shown by GET /api/v2/jobs (jobs/)",
     "JOB_FAILED": "tells the job engine an attempt failed; the attempt's own code is what is kept (jobs/engine.py)",
+    "INTEGRATION_NOT_INSTALLED": "a library user's ImportError (contextshift.integrations.*); the service imports none",
     "TOKENIZER_TEMPLATE_INVALID": "the tokenizer falls back to its plain framing (tokenizers/__init__.py)",
     "TOKENIZER_SERVER_FAILED": "server token counts fall back to the local estimate (tokenizers/server.py)",
     "UNKNOWN_PROVIDER_KIND": "a provider's kind is checked against the same list when it is saved (VALIDATION)",
