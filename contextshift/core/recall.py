@@ -316,6 +316,7 @@ class _Scores:
         self.relevance = {n: (totals[n] / best if best > 0 else 0.0) for n in self.numbers}
         self.best = best
         self.questions = {n for n, text in zip(self.numbers, documents, strict=True) if text.rstrip().endswith("?")}
+        self._superseded: dict[int, bool] = {}
         self.frequency: dict[str, int] = {}
         self.containing: dict[str, list[int]] = {}
         for n in self.numbers:  # the query's words each group holds (in some sentence)
@@ -324,7 +325,14 @@ class _Scores:
                 self.containing.setdefault(word, []).append(n)
 
     def superseded(self, number: int, first: list[int]) -> bool:
-        """Whether a later sentence (not a question) states the group's best sentence again, changed."""
+        """Whether a later sentence (not a question) states the group's best sentence again, changed (``first``
+        is the same for every call on one prompt: the answer is kept)."""
+        known = self._superseded.get(number)
+        if known is None:
+            known = self._superseded[number] = self._supersedes(number, first)
+        return known
+
+    def _supersedes(self, number: int, first: list[int]) -> bool:
         if not self.term_scores[number]:
             return False
         sums = self.sums[number]
