@@ -14,8 +14,9 @@
 4. Coverage: groups are chosen greedily by marginal value: a sentence counts while it holds a rare word of
    the query (a name, a code) not covered yet, so a question about sixteen projects brings back a statement
    about each rather than every mention of the first.
-5. Fill: then the other matching groups, most relevant first (with an embedder: words and meaning fused by
-   reciprocal rank), all the room the share allows. A look-alike (the query's common words without any of
+5. Fill: then the other matching groups, most relevant first (with an embedder: every excluded group
+   ranked by its words and by its whole text's meaning, the two rankings fused by reciprocal rank), all
+   the room the share allows. A look-alike (the query's common words without any of
    its rare ones, when the history holds them) is left out. Each group chosen brings the turns that make
    it readable: a question its answer (the next turn), a short turn (at most ``SHORT_TURN`` words) the turn
    before it; for a question about time ("when", "how long", "what year" ...), the first ``DATED_HITS``
@@ -92,8 +93,9 @@ SHORT_TURN = 6
 #: looked for at most this many groups back.
 DATED_HITS = 3
 DATE_LOOKBACK = 200
-#: With an embedder: how many groups nearest in meaning to the input join the fill step's candidates.
-SEMANTIC_FILL = 10
+#: With an embedder: an excluded group at least this similar in meaning (cosine) to the input is ranked by
+#: meaning in the fill step, fused with the ranking by words.
+FUSED_FLOOR = 0.1
 #: Reciprocal rank fusion's constant (the usual 60): how little the first ranks stand out.
 RRF_K = 60
 _MONTH = (
@@ -314,6 +316,7 @@ class _Scores:
         self.relevance = {n: (totals[n] / best if best > 0 else 0.0) for n in self.numbers}
         self.best = best
         self.questions = {n for n, text in zip(self.numbers, documents, strict=True) if text.rstrip().endswith("?")}
+        self._superseded: dict[int, bool] = {}
         self.frequency: dict[str, int] = {}
         self.containing: dict[str, list[int]] = {}
         for n in self.numbers:  # the query's words each group holds (in some sentence)
@@ -322,7 +325,14 @@ class _Scores:
                 self.containing.setdefault(word, []).append(n)
 
     def superseded(self, number: int, first: list[int]) -> bool:
-        """Whether a later sentence (not a question) states the group's best sentence again, changed."""
+        """Whether a later sentence (not a question) states the group's best sentence again, changed (``first``
+        is the same for every call on one prompt: the answer is kept)."""
+        known = self._superseded.get(number)
+        if known is None:
+            known = self._superseded[number] = self._supersedes(number, first)
+        return known
+
+    def _supersedes(self, number: int, first: list[int]) -> bool:
         if not self.term_scores[number]:
             return False
         sums = self.sums[number]
@@ -441,21 +451,28 @@ def recall(request: StrategyRequest) -> ShiftResult:
     return replace(result, truncated=[*result.truncated, *stand_ins], diagnostics=diagnostics)
 
 
-def _similarities(prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embedder) -> dict[int, float]:
+def _similarities(
+    prompt: Prompt, numbers: Sequence[int], query: str, embedder: Embedder
+) -> tuple[dict[int, float], dict[int, float]]:
     """Each group's similarity in meaning to ``query``: that of its most similar sentence (as BM25 scores
-    sentences, so a fact is not diluted by the chatter around it)."""
+    sentences, so a fact is not diluted by the chatter around it), and that of its whole text (on LoCoMo
+    the whole turn ranks evidence better: a turn's sentences lean on each other)."""
     owners: list[int] = []
     sentences: list[str] = []
+    wholes: list[str] = []
     for n in numbers:
-        for p in prompt.groups[n].members:
-            for sentence in _SENTENCE.split(prompt.messages[p].text):
-                if sentence.strip():
-                    owners.append(n)
-                    sentences.append(sentence.strip())
+        text = "\n".join(prompt.messages[p].text for p in prompt.groups[n].members)
+        wholes.append(text)
+        for sentence in _SENTENCE.split(text):
+            if sentence.strip():
+                owners.append(n)
+                sentences.append(sentence.strip())
+    scored = similarities(embedder, query, [*sentences, *wholes])
     best: dict[int, float] = {}
-    for owner, similarity in zip(owners, similarities(embedder, query, sentences), strict=True):
+    for owner, similarity in zip(owners, scored, strict=False):
         best[owner] = max(best.get(owner, similarity), similarity)
-    return best
+    whole = dict(zip(numbers, scored[len(sentences) :], strict=True))
+    return best, whole
 
 
 def _semantic(similar: dict[int, float]) -> dict[int, float]:
@@ -549,8 +566,9 @@ def _choose(
     candidates = [n for n in scores.numbers if n != newest]
     meaning: dict[int, float] = {}
     similar: dict[int, float] = {}
+    similar_whole: dict[int, float] = {}
     if embedder is not None:
-        similar = _similarities(prompt, [n for n in candidates if firsts[n] in gone], query, embedder)
+        similar, similar_whole = _similarities(prompt, [n for n in candidates if firsts[n] in gone], query, embedder)
         meaning = {n: SEMANTIC_WEIGHT * s for n, s in _semantic(similar).items()}
     if scores.best <= 0 and not meaning:
         return [], {}
@@ -578,9 +596,8 @@ def _choose(
         if scores.relevance[n] >= MIN_RELEVANCE and not scores.superseded(n, firsts) and _holds_rare(scores, n)
     }
     fill: dict[int, float] = by_words
-    if embedder is not None:  # the words' candidates and the ``SEMANTIC_FILL`` nearest in meaning, fused
-        nearest = sorted((n for n, v in similar.items() if v >= SEMANTIC_FLOOR), key=lambda n: (-similar[n], -n))
-        by_meaning = {n: similar[n] for n in nearest[:SEMANTIC_FILL] if not scores.superseded(n, firsts)}
+    if embedder is not None:  # every excluded group ranked by words and by meaning, the rankings fused
+        by_meaning = {n: v for n, v in similar_whole.items() if v >= FUSED_FLOOR and not scores.superseded(n, firsts)}
         fill = _fused(by_words, by_meaning)
     fill = {n: v * factor(n) for n, v in fill.items() if v >= MIN_RELEVANCE}
     weight: dict[str, float] = dict.fromkeys(scores.query, 1.0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from contextshift import Message, shift_with_strategy
 from contextshift.core.recall import current_input, query_words
 
@@ -209,3 +211,56 @@ def test_a_tool_result_too_long_to_come_back_whole_comes_back_cut_to_its_relevan
     result = shift_with_strategy(messages, ceil4, 300, strategy="recall")
     assert ids(result.kept)[:3] == ["sys", "call", "result"]
     assert result.reasons["result"] == "recalled" and result.truncated == []
+
+
+#: Twelve turns about pets, sharing only "our" with PETS_QUESTION once stop words are dropped and the rest
+#: stemmed; then twelve turns of other chatter.
+PETS = [
+    "My dog Rex chewed up the sofa cushions again.",
+    "Our cat Mochi sleeps on the radiator every afternoon.",
+    "The goldfish tank needs a new filter soon.",
+    "Rex barked at the mailman for ten minutes.",
+    "Mochi caught a mouse in the garden last night.",
+    "We took the puppy to the vet for his injections.",
+    "The hamster escaped from its cage on Sunday.",
+    "My parrot learned to whistle a tune.",
+    "The kitten knocked a glass off the table.",
+    "We adopted a rabbit from the shelter.",
+    "The tortoise hid under the shed all week.",
+    "Our labrador swam in the lake yesterday.",
+]
+OTHER = [
+    "I need to renew my passport before June.",
+    "The train to Leeds was delayed by an hour.",
+    "I finished reading that novel about the lighthouse.",
+    "My sister is moving to a flat in Bristol.",
+]
+PETS_QUESTION = "Tell me everything about the animals in our household."
+
+
+def test_recall_with_embeddings_fills_the_room_with_every_turn_near_in_meaning_not_only_the_nearest() -> None:
+    from contextshift.embeddings import available, load_embedder
+
+    if not available():
+        pytest.skip("the embeddings extra is not installed: pip install 'contextshift[embeddings]'")
+    embedder = load_embedder("minilm")
+    assert embedder is not None
+    history: list[dict[str, object]] = [{"id": "sys", "role": "system", "content": "You are helpful."}]
+    for i, text in enumerate(PETS):
+        history.append({"id": f"p{i}", "role": "user" if i % 2 == 0 else "assistant", "content": text})
+    for i in range(12):
+        history.append({"id": f"c{i}", "role": "user" if i % 2 == 0 else "assistant", "content": OTHER[i % 4]})
+    history.append({"id": "in", "role": "user", "content": PETS_QUESTION, "source": "input"})
+    assert set(query_words(PETS_QUESTION)) & {w for text in PETS for w in query_words(text)} == {"our"}
+    by_words = shift_with_strategy(history, ceil4, 260, strategy="recall")
+    # By words alone, only the two turns with "our" (one of them kept anyway) and the chatter.
+    assert [m.id for m in by_words.kept] == ["sys", "p1", "p10", "p11", *(f"c{i}" for i in range(12)), "in"]
+    result = shift_with_strategy(history, ceil4, 260, strategy="recall", embedder=embedder)
+    # Every pet turn is ranked by meaning and fused with the (empty) ranking by words: eight come back, the
+    # newest pet turn fits, and the newest six chatter turns keep the rest of the 260 tokens (257 used).
+    # Fusing only the ten nearest groups of best sentences brought back three.
+    assert [m.id for m in result.kept] == [
+        "sys", *(f"p{i}" for i in range(8)), "p11", *(f"c{i}" for i in range(6, 12)), "in"
+    ]  # fmt: skip
+    assert result.tokens == 257
+    assert [result.reasons[f"p{i}"] for i in range(8)] == ["recalled"] * 8
