@@ -17,6 +17,11 @@
   The strings are cut out by splitting at the quotes and the brackets counted with C loops, so a body costs
   its own size a few times over, never a Python object per value. ``/v1`` adds ``MAX_MESSAGES`` (see
   ``compat_forward``). docs/limits.md has the numbers and why.
+- Memory returns after a large request (issue 25): once a request whose body was at least ``RELEASE_AFTER_BYTES``
+  has been answered, glibc's ``malloc_trim(0)`` (through ctypes, in a worker thread, one at a time) hands the
+  heap pages its objects freed back to the system. Without it the freed memory stays with the process: measured
+  by ``benchmarks/limits.py`` (docs/limits.md has the figures). ``CONTEXTSHIFT_RELEASE_MEMORY=0`` turns it off;
+  where there is no glibc (macOS, musl) it does nothing.
 - A request line and headers over ``MAX_HEAD_BYTES`` get 431 ``REQUEST_HEADERS_TOO_LARGE``.
 - A path or query string with NUL or another control character answers 404 ``NOT_FOUND`` on every backend:
   no stored id can hold one (ids are hex; the query strings hold id filters, numbers and flags), and
@@ -25,9 +30,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import sys
 from array import array
 from collections.abc import Awaitable, Callable, MutableMapping
 from itertools import accumulate
@@ -63,6 +70,9 @@ MAX_NESTING = 64
 MAX_PARTS = 200_000
 #: N6: the most messages in one ``/v1`` request (``messages``; Anthropic's ``system`` blocks are parts).
 MAX_MESSAGES = 10_000
+#: A request body at least this large hands the memory it freed back to the system once answered (glibc).
+RELEASE_AFTER_BYTES = 256 * 1024
+RELEASE_MEMORY_ENV = "CONTEXTSHIFT_RELEASE_MEMORY"
 JSON_TOO_DEEP = "JSON_TOO_DEEP"
 TOO_MANY_PARTS = "TOO_MANY_PARTS"
 TOO_MANY_MESSAGES = "TOO_MANY_MESSAGES"
@@ -270,13 +280,81 @@ async def _discard(receive: Receive, already: int = 0) -> None:
                 return
 
 
+def malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim`` (give the free pages at the heap's top and inside it back to the system), or None
+    where the C library has none (macOS, musl) or ``CONTEXTSHIFT_RELEASE_MEMORY`` is ``0``/``false``/``no``."""
+    if os.environ.get(RELEASE_MEMORY_ENV, "").strip().lower() in {"0", "false", "no", "off"}:
+        return None
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+class MemoryRelease:
+    """``malloc_trim(0)`` after a large request, in a worker thread (it walks the heap: not on the event loop),
+    one at a time: a request that ends while a trim runs asks for one more pass after it, never a second thread."""
+
+    def __init__(self, trim: Callable[[int], int] | None) -> None:
+        self.trim = trim
+        self.running = False
+        self.again = False
+        #: Passes made (for tests and the benchmark's log).
+        self.passes = 0
+
+    async def __call__(self) -> None:
+        if self.trim is None:
+            return
+        if self.running:
+            self.again = True
+            return
+        self.running = True
+        try:
+            while True:
+                self.again = False
+                await anyio.to_thread.run_sync(self.trim, 0)
+                self.passes += 1
+                if not self.again:
+                    return
+        finally:
+            self.running = False
+
+
+class _Counted:
+    """A request's ``receive`` that counts the body and raises :class:`BodyTooLarge` past the limit."""
+
+    def __init__(self, receive: Receive, scope: Scope, limit: int) -> None:
+        self.inner = receive
+        self.scope = scope
+        self.limit = limit
+        self.received = 0
+
+    async def __call__(self) -> Message:
+        message = await self.inner()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.limit:
+                if message.get("more_body", False) and not _expects_continue(self.scope):
+                    await _discard(self.inner, self.received)  # so that the client reads the 413 (issue 25)
+                raise BodyTooLarge(self.limit)
+        return message
+
+
 class RequestLimits:
     """ASGI middleware: 413 for a body over ``max_body_bytes`` (readable: see the module's doc), 404 for a path or
-    a query string with a control character, 431 for a large head. :class:`BodyChecks` does N6, further in."""
+    a query string with a control character, 431 for a large head; the memory of a large request given back
+    once it is answered (:class:`MemoryRelease`). :class:`BodyChecks` does N6, further in."""
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self, app: ASGIApp, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, release: MemoryRelease | None = None
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.release = release if release is not None else MemoryRelease(malloc_trim())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -301,7 +379,10 @@ class RequestLimits:
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
                 await self._too_large(scope, receive, send, declared=int(value))
                 return
-        await self.app(scope, self._counted(receive, scope), send)
+        counted = _Counted(receive, scope, self.max_body_bytes)
+        await self.app(scope, counted, send)
+        if counted.received >= RELEASE_AFTER_BYTES:
+            await self.release()
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, declared: int | None, read: int = 0) -> None:
         """The 413, then (unless the client waits for ``100 Continue`` or the body is past the discard limit)
@@ -312,23 +393,6 @@ class RequestLimits:
         if drain:
             await _discard(receive, read)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    def _counted(self, receive: Receive, scope: Scope) -> Receive:
-        limit = self.max_body_bytes
-        received = 0
-
-        async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    if message.get("more_body", False) and not _expects_continue(scope):
-                        await _discard(receive, received)  # so that the client reads the 413 (issue 25)
-                    raise BodyTooLarge(limit)
-            return message
-
-        return counted_receive
 
 
 class BodyChecks:
