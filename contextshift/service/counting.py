@@ -26,6 +26,7 @@ from ..core.errors import TokenBudgetExceeded
 from ..core.fetched import FetchedCountsProfile
 from ..core.tokens import TokenizerProfile
 from ..pipeline import PipelineRequest, PipelineResult, run_pipeline
+from ..providers.server_context import ServerContext, ServerContexts
 from ..storage.tables import ModelRow, ProviderRow
 from ..tokenizers.server import PROFILE_NAME, ServerTokenizer, ServerTokenizers
 
@@ -52,6 +53,8 @@ class ServerCounting:
 
     tokenizers: ServerTokenizers = field(default_factory=ServerTokenizers)
     client: httpx.AsyncClient | None = None
+    #: The context sizes local servers run their models with (llama.cpp ``/props``, Ollama ``/api/ps``...).
+    contexts: ServerContexts = field(default_factory=ServerContexts)
 
     @contextlib.asynccontextmanager
     async def http(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -73,6 +76,21 @@ class ServerCounting:
                 return await self.tokenizers.get(client, provider.base_url, model.name, provider.api_key)
         except TimeoutError:
             log.info("the tokenizer probe of %s outlasted the provider's timeout; counting by estimate", model.name)
+            return None
+
+    async def server_context(self, model: ModelRow | None, provider: ProviderRow | None) -> ServerContext | None:
+        """The context size the provider's server runs ``model`` with, when it says (T5: a local server that
+        would cut a longer prompt silently); None for other kinds, or when the server does not answer within
+        the provider's own timeout (N5). Fit to :func:`~contextshift.providers.server_context.fitting_window`."""
+        if model is None or provider is None or provider.kind not in PROBED_KINDS:
+            return None
+        try:
+            async with asyncio.timeout(provider.timeout_seconds), self.http() as client:
+                return await self.contexts.get(client, provider.base_url, model.name, provider.api_key)
+        except TimeoutError:
+            log.info(
+                "the context probe of %s outlasted the provider's timeout; its configured window stands", model.name
+            )
             return None
 
 

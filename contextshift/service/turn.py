@@ -18,6 +18,7 @@ from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sourc
 from ..pipeline.interceptors import Interceptor
 from ..pipeline.run import default_serializer
 from ..providers import to_anthropic_messages
+from ..providers.server_context import fitting_window
 from ..storage import Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, MessageRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
@@ -162,6 +163,10 @@ async def load_turn(
     if server is not None:
         profile = server.profile(counting.profile)
     limit = bot.context_limit or (model.context_window if model else None)
+    if server_counting is not None:  # T5: a local server's smaller context would cut the prompt silently
+        limit, fitted_to_server = fitting_window(limit, await server_counting.server_context(model, provider))
+        if fitted_to_server is not None:
+            notes.append(fitted_to_server)
     if limit is None:
         limit = DEFAULT_CONTEXT_LIMIT
         notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")

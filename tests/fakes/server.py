@@ -44,6 +44,34 @@ def _protocol_of(path: str) -> str:
     return "other"
 
 
+#: What local servers answer about the context they run a model with (``FakeProvider.server_context``).
+CONTEXT_PATHS = ("/props", "/slots", "/api/ps", "/api/show")
+
+
+def _context_answer(setting: tuple[str, int] | None, record: RecordedRequest, loaded: list[str]) -> tuple[int, Any]:
+    """The (status, JSON) of a context endpoint, in the shape of the server ``setting`` names; Ollama's ``/api/ps``
+    lists the models ``loaded``, tagged as Ollama names them (``name:latest``)."""
+    kind, n_ctx = setting if setting is not None else ("", 0)
+    body = record.body if isinstance(record.body, dict) else {}
+    if kind == "llama.cpp" and record.path == "/props" and record.method == "GET":
+        return 200, {"default_generation_settings": {"n_ctx": n_ctx, "temperature": 0.8}, "total_slots": 1}
+    if kind == "llama.cpp-slots" and record.path == "/slots" and record.method == "GET":
+        return 200, [{"id": 0, "n_ctx": n_ctx, "is_processing": False}, {"id": 1, "n_ctx": n_ctx}]
+    if kind == "ollama" and record.path == "/api/ps" and record.method == "GET":
+        tagged = [name if ":" in name else f"{name}:latest" for name in loaded]
+        return 200, {"models": [{"name": n, "model": n, "size": 1, "context_length": n_ctx} for n in tagged]}
+    if kind in ("ollama", "ollama-show") and record.path == "/api/show" and record.method == "POST":
+        if not isinstance(body.get("model"), str):
+            return 400, {"error": "model is required"}
+        return 200, {
+            "parameters": f'stop "<|im_end|>"\nnum_ctx {n_ctx}',
+            "model_info": {"llama.context_length": 131072},
+        }
+    if kind.startswith("ollama") and record.path == "/api/ps":
+        return 200, {"models": []}
+    return 404, {"error": {"message": f"no route {record.path}", "type": "not_found_error"}}
+
+
 def closed_port_url() -> str:
     """A loopback URL nothing listens on (for connection-refused tests)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -141,6 +169,13 @@ class FakeProvider:
         #: never in ``requests``.
         self.tokenizer: str | None = None
         self._tokenize_requests: list[RecordedRequest] = []
+        #: Tell the context size the server runs its models with, as a real local server does (see
+        #: ``contextshift.providers.server_context``): ``("llama.cpp", n)`` answers ``GET /props``,
+        #: ``("llama.cpp-slots", n)`` only ``GET /slots`` (two slots), ``("ollama", n)`` ``GET /api/ps`` (every
+        #: model asked about is loaded) and ``POST /api/show``, ``("ollama-show", n)`` only ``/api/show`` (no model
+        #: loaded). ``None`` (default): those paths answer 404. Their requests are in ``context_requests``.
+        self.server_context: tuple[str, int] | None = None
+        self._context_requests: list[RecordedRequest] = []
         #: What ``GET .../models`` lists (OpenAI's and Anthropic's shape: ``{"data": [...]}``).
         self.model_list: list[dict[str, Any]] = list(DEFAULT_MODEL_LIST)
         self._models_script: deque[ScriptItem] = deque()
@@ -241,6 +276,9 @@ class FakeProvider:
         self.expected_api_key = None
         self.strict = True
         self.tokenizer = None
+        self.server_context = None
+        with self._lock:
+            self._context_requests.clear()
 
     @property
     def pending(self) -> int:
@@ -256,6 +294,12 @@ class FakeProvider:
     def tokenize_requests(self) -> list[RecordedRequest]:
         with self._lock:
             return list(self._tokenize_requests)
+
+    @property
+    def context_requests(self) -> list[RecordedRequest]:
+        """The requests to the servers' context endpoints (``/props``, ``/slots``, ``/api/ps``, ``/api/show``)."""
+        with self._lock:
+            return list(self._context_requests)
 
     @property
     def model_requests(self) -> list[RecordedRequest]:
@@ -320,6 +364,12 @@ class FakeProvider:
         record = conn.record
         if record.method == "GET" and record.path.rstrip("/").endswith("/models"):
             await self._list_models(conn)
+            return
+        if record.path in CONTEXT_PATHS:
+            with self._lock:
+                self._context_requests.append(record)
+            loaded = [str(m.get("id")) for m in self.model_list]
+            await conn.json(*_context_answer(self.server_context, record, loaded))
             return
         if record.path in fake_tokenizer.TOKENIZER_PATHS:
             if self.tokenizer is None:
