@@ -175,6 +175,9 @@ class FakeProvider:
         #: model asked about is loaded) and ``POST /api/show``, ``("ollama-show", n)`` only ``/api/show`` (no model
         #: loaded). ``None`` (default): those paths answer 404. Their requests are in ``context_requests``.
         self.server_context: tuple[str, int] | None = None
+        #: While set and not released, the tokenizer and context endpoints take the request and never answer (a
+        #: server that hangs on the side calls); released, they answer.
+        self.side_hold: threading.Event | None = None
         self._context_requests: list[RecordedRequest] = []
         #: What ``GET .../models`` lists (OpenAI's and Anthropic's shape: ``{"data": [...]}``).
         self.model_list: list[dict[str, Any]] = list(DEFAULT_MODEL_LIST)
@@ -277,6 +280,7 @@ class FakeProvider:
         self.strict = True
         self.tokenizer = None
         self.server_context = None
+        self.side_hold = None
         with self._lock:
             self._context_requests.clear()
 
@@ -368,6 +372,8 @@ class FakeProvider:
         if record.path in CONTEXT_PATHS:
             with self._lock:
                 self._context_requests.append(record)
+            if not await conn.held(self.side_hold):
+                return
             loaded = [str(m.get("id")) for m in self.model_list]
             await conn.json(*_context_answer(self.server_context, record, loaded))
             return
@@ -377,6 +383,8 @@ class FakeProvider:
                 return
             with self._lock:
                 self._tokenize_requests.append(record)
+            if not await conn.held(self.side_hold):
+                return
             status, payload = fake_tokenizer.answer(self.tokenizer, record.path, record.body)
             await conn.json(status, payload)
             return

@@ -4,9 +4,13 @@ window prompts are fitted to: the smaller of the configured window and the serve
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+
 import httpx
 import pytest
 
+from contextshift.core import ApproximateProfile
 from contextshift.providers.server_context import (
     LLAMA_CPP_PROPS,
     LLAMA_CPP_SLOTS,
@@ -115,3 +119,37 @@ async def test_the_service_asks_openai_compatible_servers_only(fake_provider: Fa
     assert len(fake_provider.context_requests) == 1  # and once: kept for the next request
     assert await counting.server_context(model, provider) == found
     assert len(fake_provider.context_requests) == 1
+
+
+@pytest.fixture
+def hang(fake_provider: FakeProvider) -> Iterator[threading.Event]:
+    """The fake's side calls (tokenizer, context size) taken and never answered until the test ends."""
+    hold = threading.Event()
+    fake_provider.side_hold = hold
+    yield hold
+    hold.set()
+
+
+async def test_a_context_probe_that_hangs_ends_with_the_providers_timeout(
+    fake_provider: FakeProvider, hang: threading.Event
+) -> None:
+    """N5 (issue 25, point 3): the probe never outlasts the provider's ``timeout_seconds`` (1 s here), though each
+    of its calls may take 5 s: the first call is cut there, so the other three are never made."""
+    fake_provider.server_context = ("llama.cpp", 2048)
+    model, provider = _rows(fake_provider)
+    provider.timeout_seconds = 1
+    assert await ServerCounting().server_context(model, provider) is None
+    assert [r.path for r in fake_provider.context_requests] == ["/props"]
+
+
+async def test_a_tokenizer_probe_that_hangs_ends_with_the_providers_timeout(
+    fake_provider: FakeProvider, hang: threading.Event
+) -> None:
+    """N5 (issue 25, point 3): the tokenizer probe (several dialects, 30 s a call) ends with the provider's
+    ``timeout_seconds`` too, at its first call, and the turn counts by estimate."""
+    fake_provider.tokenizer = "llama.cpp"
+    model, provider = _rows(fake_provider)
+    model.tokenizer = "server"
+    provider.timeout_seconds = 1
+    assert await ServerCounting().tokenizer_for(model, provider, ApproximateProfile()) is None
+    assert len(fake_provider.tokenize_requests) == 1
