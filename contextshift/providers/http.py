@@ -77,6 +77,23 @@ def reply_cap(max_tokens: int | None, hard: int = MAX_REPLY_BYTES) -> int:
     return min(hard, max(MIN_REPLY_BYTES, max_tokens * REPLY_BYTES_PER_TOKEN))
 
 
+#: The body fields that limit a reply's tokens, as a request's ``extra`` may carry them (the OpenAI-compatible
+#: endpoint forwards the caller's own field there, ``max_tokens`` or ``max_completion_tokens``).
+_MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
+
+
+def requested_max_tokens(request: ChatRequest) -> int | None:
+    """The reply's token limit as it goes out: ``request.max_tokens``, else one in ``extra`` (issue 25: a ``/v1``
+    call's ``max_tokens`` travels there, and its reply was capped only by the hard byte limit)."""
+    if request.max_tokens is not None:
+        return request.max_tokens
+    for name in _MAX_TOKENS_FIELDS:
+        value = request.extra.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def _too_large() -> ProviderError:
     return ProviderError(GENERATION_FAILED, "The provider's reply was larger than contextshift accepts.")
 
@@ -402,7 +419,7 @@ class HTTPProviderClient(ABC):
                     else:
                         parser = self.stream_parser()
                         events = 0
-                        cap = _Cap(reply_cap(request.max_tokens, self.max_reply_bytes))
+                        cap = _Cap(reply_cap(requested_max_tokens(request), self.max_reply_bytes))
                         async for event in read_events(response.aiter_lines()):
                             events += 1
                             deadline.check()
@@ -483,7 +500,7 @@ async def _read_capped(response: httpx.Response, limit: int = MAX_ERROR_BODY, *,
 
 def _capped(result: ChatResult, request: ChatRequest, hard: int) -> ChatResult:
     """A whole reply whose text is over its cap, cut there (``cut``: why); any other reply as it is."""
-    cap = _Cap(reply_cap(request.max_tokens, hard))
+    cap = _Cap(reply_cap(requested_max_tokens(request), hard))
     cap.take(result.text)
     if not cap.full:
         return result
