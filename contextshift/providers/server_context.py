@@ -43,9 +43,11 @@ OLLAMA_PS: Final = "Ollama /api/ps"
 OLLAMA_SHOW: Final = "Ollama /api/show"
 #: Seconds each of the probe's calls may take.
 CALL_TIMEOUT: Final = 5.0
-#: Seconds an answer (or "does not say") is kept before the server is asked again: Ollama reloads a model with
-#: another context when its settings change, and a llama.cpp server may be restarted with another ``-c``.
+#: Seconds an answer is kept before the server is asked again: Ollama reloads a model with another context when
+#: its settings change, and a llama.cpp server may be restarted with another ``-c``.
 REASK_AFTER: Final = 60.0
+#: Seconds a server that does not say (a cloud API: four 404s) is left alone before it is asked again.
+REASK_SILENT_AFTER: Final = 600.0
 
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
 
@@ -133,11 +135,12 @@ async def read_server_context(
 
 
 class ServerContexts:
-    """:func:`read_server_context` per server and model, kept :data:`REASK_AFTER` seconds; one probe at a time
-    per server and model however many requests wait for it."""
+    """:func:`read_server_context` per server and model, kept :data:`REASK_AFTER` seconds (a server that does not
+    say: :data:`REASK_SILENT_AFTER`); one probe at a time per server and model however many requests wait for it."""
 
-    def __init__(self, *, reask_after: float = REASK_AFTER) -> None:
+    def __init__(self, *, reask_after: float = REASK_AFTER, reask_silent_after: float = REASK_SILENT_AFTER) -> None:
         self.reask_after = reask_after
+        self.reask_silent_after = reask_silent_after
         self._known: dict[tuple[str, str], tuple[ServerContext | None, float]] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
@@ -147,8 +150,10 @@ class ServerContexts:
         key = (base_url.rstrip("/"), model)
         async with self._locks.setdefault(key, asyncio.Lock()):
             known = self._known.get(key)
-            if known is not None and time.monotonic() - known[1] < self.reask_after:
-                return known[0]
+            if known is not None:
+                keep = self.reask_after if known[0] is not None else self.reask_silent_after
+                if time.monotonic() - known[1] < keep:
+                    return known[0]
             found = await read_server_context(client, base_url, model, api_key)
             self._known[key] = (found, time.monotonic())
             if found is not None:

@@ -65,12 +65,16 @@ async def test_a_server_that_does_not_say_leaves_the_configured_window(fake_prov
     async with httpx.AsyncClient() as client:
         assert await read_server_context(client, fake_provider.base_url, "gpt-4o") is None
         assert await read_server_context(client, closed_port_url(), "gpt-4o") is None
-    assert len(fake_provider.context_requests) == 4
+        assert len(fake_provider.context_requests) == 4
+        silent = ServerContexts(reask_after=0)  # a server that does not say is left alone longer
+        assert await silent.get(client, fake_provider.base_url, "gpt-4o") is None
+        assert await silent.get(client, fake_provider.base_url, "gpt-4o") is None
+    assert len(fake_provider.context_requests) == 8
 
 
 async def test_an_answer_is_kept_and_asked_again_after_its_time(fake_provider: FakeProvider) -> None:
     fake_provider.server_context = ("llama.cpp", 4096)
-    kept, fresh = ServerContexts(reask_after=3600), ServerContexts(reask_after=0)
+    kept, fresh = ServerContexts(reask_after=3600), ServerContexts(reask_after=0, reask_silent_after=0)
     async with httpx.AsyncClient() as client:
         for _ in range(3):
             assert await kept.get(client, fake_provider.base_url, "m") == ServerContext(4096, LLAMA_CPP_PROPS)
