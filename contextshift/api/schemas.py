@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    computed_field,
     field_validator,
     model_validator,
 )
@@ -612,9 +613,16 @@ class AttemptOut(BaseModel):
 
 
 class BudgetOut(BaseModel):
-    context_limit: int
-    response_reserve: int
+    context_limit: int = Field(
+        description="The context window the prompt is fitted to (the bot's limit or the model's)"
+    )
+    response_reserve: int = Field(description="Tokens kept free for the reply")
     prompt_tokens: int
+
+    @computed_field(description="The budget the prompt is fitted to: context_limit − response_reserve")  # type: ignore[prop-decorator]
+    @property
+    def budget(self) -> int:
+        return self.context_limit - self.response_reserve
 
 
 class EntryOut(BaseModel):
@@ -730,9 +738,13 @@ class CompactionLogPage(BaseModel):
 
 
 class ContextUsage(BaseModel):
-    tokens: int
-    window: int | None
-    percent: float | None
+    """The next prompt's size against its budget: the same figures as the preview's ``budget`` (one number)."""
+
+    tokens: int = Field(description="The next prompt's tokens, as the preview counts them (prompt_tokens)")
+    budget: int = Field(description="The budget the prompt is fitted to: the window less the reply's reserve")
+    response_reserve: int = Field(description="Tokens kept free for the reply")
+    window: int | None = Field(description="The model's context window (the bot's limit when set); null if unknown")
+    percent: float | None = Field(description="tokens as a percentage of budget")
     estimated: bool
     calibration: CalibrationOut | None = None
 
