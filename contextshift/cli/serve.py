@@ -7,6 +7,7 @@ The first start creates an admin and prints a login URL with its token, once (on
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -63,6 +64,30 @@ def base_url(host: str, port: int) -> str:
     if ":" in shown and not shown.startswith("["):
         shown = f"[{shown}]"
     return f"http://{shown}:{port}"
+
+
+#: Where ``serve`` records the address it listens on, in the data directory, for ``token create``'s URL.
+ADDRESS_FILE = "serve-address.json"
+
+
+def record_address(directory: Path, address: str, database: str) -> None:
+    """Write where this ``serve`` listens and for which database (``token create`` reads it back)."""
+    target = directory / ADDRESS_FILE
+    partial = target.with_suffix(".tmp")
+    partial.write_text(json.dumps({"url": address, "database": database}), encoding="utf-8")
+    partial.replace(target)
+
+
+def recorded_address(directory: Path, database: str) -> str | None:
+    """The address the last ``serve`` of ``database`` listened on, or None (none recorded, or another database)."""
+    try:
+        recorded = json.loads((directory / ADDRESS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(recorded, dict) or recorded.get("database") != database:
+        return None
+    url = recorded.get("url")
+    return url if isinstance(url, str) else None
 
 
 def startup_line(url: str, database: str, secret: str | None) -> str:
@@ -122,11 +147,15 @@ def run(args: argparse.Namespace) -> int:
     from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
-    secure_data_dir()
+    directory = secure_data_dir()
     url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
     address = base_url(args.host, args.port)
 
     def announce(started: Bootstrap) -> None:
+        try:
+            record_address(directory, address, display_url(url))
+        except OSError as error:  # a read-only data directory: token create falls back to its default
+            print(f"contextshift serve: cannot record the address in {directory}: {error}", file=sys.stderr)
         print(startup_line(address, display_url(url), started.secret), flush=True)
 
     try:
