@@ -22,7 +22,18 @@ from typing_extensions import TypeAliasType
 from ..core.host import default_registry
 from ..core.limits import RATIO_ABOVE, RATIO_BELOW, RESPONSE_RESERVE_MAX, RESPONSE_RESERVE_MIN
 from ..core.strategies import STRATEGY_NAME
-from ..core.vocabulary import AuditReason, BlockKind, ProviderKind, Role, Source
+from ..core.vocabulary import (
+    AuditReason,
+    AuditStatus,
+    BlockKind,
+    CompactionOffReason,
+    CompactionOutcome,
+    CompactionStatus,
+    CompactionTrigger,
+    ProviderKind,
+    Role,
+    Source,
+)
 from ..pipeline.template import parse_template
 
 #: Strings never hold NUL: PostgreSQL cannot store it, so the schema says so and no valid request is refused.
@@ -671,7 +682,7 @@ class AuditOut(PreviewOut):
     chat_id: str
     input_message_id: str | None = Field(default=None, description="The user message this generation answers")
     reply_message_id: str | None = Field(default=None, description="The stored reply (partial or whole)")
-    status: Literal["prepared", "completed", "failed", "cancelled"]
+    status: AuditStatus
     error_code: str | None
     usage: UsageOut | None
     created_at: datetime
@@ -702,7 +713,7 @@ class PreviewRequest(Strict):
 
 
 class CompactOut(BaseModel):
-    status: Literal["ok", "noop", "error"]
+    status: CompactionOutcome
     summary: str | None
     message_count: int
     log_id: str | None
@@ -719,8 +730,8 @@ class CompactionLogOut(BaseModel):
     id: str
     bot_id: str
     chat_id: str
-    status: Literal["running", "ok", "error", "noop"]
-    trigger: Literal["background", "sync", "manual"]
+    status: CompactionStatus
+    trigger: CompactionTrigger
     summary: str | None
     message_count: int
     passes: int
@@ -762,7 +773,7 @@ class ToolUse(BaseModel):
 
 class AutomaticCompaction(BaseModel):
     active: bool
-    reason: str | None
+    reason: CompactionOffReason | None
 
 
 class StatusOut(BaseModel):
