@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ContextShiftError
+from ..settings import Settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8700
@@ -100,18 +100,21 @@ def startup_line(url: str, database: str, secret: str | None) -> str:
     )
 
 
-def proxy_options(flag: str | None) -> dict[str, Any]:
+def proxy_options(flag: str | None, configured: str | None = None) -> dict[str, Any]:
     """uvicorn's options for forwarded headers (N2): believed only from the proxies named by ``flag`` or
     ``CONTEXTSHIFT_FORWARDED_ALLOW_IPS``; with neither, not at all (uvicorn alone would believe any client on
     127.0.0.1, so a local client could pick its own address for the sign-in limit).
 
     Args:
         flag: ``--forwarded-allow-ips``, or None when it was not given.
+        configured: ``CONTEXTSHIFT_FORWARDED_ALLOW_IPS`` from the settings (default: read from the environment).
 
     Returns:
         ``proxy_headers`` and ``forwarded_allow_ips`` for ``uvicorn.run``.
     """
-    value = flag if flag is not None else os.environ.get(FORWARDED_ALLOW_IPS_ENV, "")
+    if configured is None:
+        configured = Settings.from_env().forwarded_allow_ips
+    value = flag if flag is not None else configured or ""
     trusted = ",".join(part.strip() for part in value.split(",") if part.strip())
     if not trusted:
         return {"proxy_headers": False, "forwarded_allow_ips": ""}
@@ -142,13 +145,17 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..api.app import create_app
-    from ..api.guard import allowed_hosts_from_env
     from ..api.protocol import EnvelopeH11Protocol
     from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
+    try:
+        settings = Settings.from_env()  # read once; create_app and uvicorn get what they need from it
+    except ValueError as error:
+        print(f"contextshift serve: {error}", file=sys.stderr)
+        return 2
     directory = secure_data_dir()
-    url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
+    url = args.database or settings.database_url or default_database_url()
     address = base_url(args.host, args.port)
 
     def announce(started: Bootstrap) -> None:
@@ -162,14 +169,15 @@ def run(args: argparse.Namespace) -> int:
         app = create_app(
             url,
             on_started=announce,
-            allowed_hosts=[*allowed_hosts_from_env(), *args.allowed_host],
+            allowed_hosts=[*settings.allowed_hosts, *args.allowed_host],
             bound_host=args.host,
             run_jobs=not args.no_jobs,
+            settings=settings,
         )
     except ContextShiftError as error:  # a setting names something this installation lacks
         print(f"contextshift serve: {error.code}: {error.message}", file=sys.stderr)
         return 2
     # h11 with uvicorn's own refusals of malformed HTTP in the error envelope (api/protocol.py)
-    proxies = proxy_options(getattr(args, "forwarded_allow_ips", None))
+    proxies = proxy_options(getattr(args, "forwarded_allow_ips", None), settings.forwarded_allow_ips or "")
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=EnvelopeH11Protocol, **proxies)
     return 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from typing import Any, TextIO
 
@@ -50,11 +49,12 @@ async def _create(url: str, user: str | None, name: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     from ..service.errors import ServiceError
+    from ..settings import Settings
     from ..storage import default_database_url
 
     out = out or sys.stdout
     err = err or sys.stderr
-    url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
+    url = args.database or Settings.from_env().database_url or default_database_url()
     try:
         user, secret = asyncio.run(_create(url, args.user, args.name))
     except ServiceError as error:
