@@ -46,6 +46,21 @@ REJECTION_WORDS: dict[str, str] = {
 }
 
 
+#: Why automatic compaction is off (the status's ``automatic.reason``), as words.js' COMPACTION_REASONS says it.
+OFF_WORDS: dict[str, str] = {
+    "not_configured": "no compaction model is set and the bot has no chat model",
+    "not_chat_model": "the compaction model is not a chat model",
+    "model_disabled": "the compaction model is disabled",
+    "provider_disabled": "the compaction model's provider is disabled",
+    "provider_host_not_allowed": "the compaction model's provider points at a host this server does not allow",
+    "output_limit_unsupported": "the model's provider does not enforce output token limits, so it cannot "
+    "summarize safely; pick a compaction model in the bot's settings",
+    "window_unknown": "the model has no declared context window; set one on the model",
+    "disabled": "compaction is turned off in the bot's settings",
+    "cooldown": "a recent automatic attempt failed; it waits a few minutes before trying again",
+}
+
+
 def failure_words(code: str | None, reason: str | None) -> str:
     """Why a compaction pass failed, in plain words, with its code for reference."""
     words = COMPACTION_ERROR_WORDS.get(code or "", "the pass failed")
@@ -62,6 +77,8 @@ def _compact_answer(outcome: dict[str, Any]) -> str:
             done += f" A later pass failed: {why}; the rest of the history is unchanged."
         return done
     if outcome["status"] == "noop":
+        if outcome.get("reason") in ("busy", "running"):
+            return "Another compaction pass of this chat is still running; try again in a moment."
         return "Nothing to compact: the history is already as small as it can be."
     why = failure_words(outcome["error_code"], outcome.get("reason"))
     return f"Compaction failed: {why}. Every message is still there."
@@ -91,7 +108,10 @@ def status_answer(status: dict[str, Any]) -> str:
         lines.append("Last compaction: never.")
     automatic = status["automatic"]
     lines.append(
-        "Automatic compaction: on." if automatic["active"] else f"Automatic compaction: off ({automatic['reason']})."
+        "Automatic compaction: on."
+        if automatic["active"]
+        else f"Automatic compaction: off: {OFF_WORDS.get(automatic['reason'], automatic['reason'])} "
+        f"({automatic['reason']})."
     )
     return "\n".join(lines)
 

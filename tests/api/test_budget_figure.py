@@ -50,3 +50,11 @@ async def test_the_compact_command_says_why_a_summary_was_refused(service: Servi
         "Compaction failed: the summary was refused: the summary is written in another alphabet than the "
         "conversation (COMPACTION_SUMMARY_UNFAITHFUL). Every message is still there."
     )
+
+
+async def test_the_status_command_says_why_automatic_compaction_is_off(service: Service) -> None:
+    ids = await service.setup_chat(context_window=2048, compaction_enabled=False)
+    answer = await service.post(f"/api/v2/chats/{ids['chat']}/generate", {"content": "/status", "stream": False}, 200)
+    assert answer["message"]["content"].splitlines()[-1] == (
+        "Automatic compaction: off: compaction is turned off in the bot's settings (disabled)."
+    )

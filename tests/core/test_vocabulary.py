@@ -27,8 +27,8 @@ def test_words_js_explains_every_audit_reason_and_no_other() -> None:
     assert js_keys("REASON_WORDS") == set(v.AUDIT_REASONS)
 
 
-def test_words_js_explains_every_reason_compaction_is_off_and_no_other() -> None:
-    assert js_keys("COMPACTION_REASONS") == set(v.COMPACTION_OFF_REASONS)
+def test_words_js_and_the_status_command_explain_every_reason_compaction_is_off() -> None:
+    assert js_keys("COMPACTION_REASONS") == set(v.COMPACTION_OFF_REASONS) == set(commands.OFF_WORDS)
 
 
 def test_words_js_and_the_compact_command_explain_every_summary_rejection() -> None:
