@@ -9,11 +9,14 @@ when the settings are read, with the variable's name in the message.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Final
+
+log = logging.getLogger("contextshift.settings")
 
 #: The prefix of every variable.
 PREFIX: Final = "CONTEXTSHIFT_"
@@ -42,6 +45,32 @@ def _positive_int(environ: Mapping[str, str], name: str, what: str) -> int | Non
     if value < 1:
         raise ValueError(f"{PREFIX}{name} must be a positive number of {what}, not {raw!r}")
     return value
+
+
+def _seconds(environ: Mapping[str, str], name: str) -> float | None:
+    """A number of seconds, 0 or more."""
+    raw = _text(environ, name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise ValueError(f"{PREFIX}{name} must be a number of seconds, 0 or more, not {raw!r}")
+    return value
+
+
+def _hours(environ: Mapping[str, str], name: str) -> float | None:
+    """A number of hours; below 0 counts as 0; not a number: unset, with a warning (as it always was)."""
+    raw = _text(environ, name)
+    if raw is None:
+        return None
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        log.warning("%s%s=%r is not a number; using the default", PREFIX, name, raw)
+        return None
 
 
 def _session_days(environ: Mapping[str, str]) -> float | None:
@@ -86,16 +115,16 @@ class Settings:
     forwarded_allow_ips: str | None = None
     #: ``CONTEXTSHIFT_MAX_BODY_BYTES``: the largest request body.
     max_body_bytes: int | None = None
-    #: ``CONTEXTSHIFT_PROXY_AUDIT_HOURS``: how long an endpoint audit is kept (read by service/proxy.py).
-    proxy_audit_hours: str | None = None
+    #: ``CONTEXTSHIFT_PROXY_AUDIT_HOURS``: how long an endpoint audit is kept.
+    proxy_audit_hours: float | None = None
     #: ``CONTEXTSHIFT_READ_CACHE_SECONDS``: the read cache's longest age (read by storage/readcache.py).
     read_cache_seconds: str | None = None
     #: ``CONTEXTSHIFT_ESTIMATE_MARGIN``: the margin of an uncalibrated estimate (read by service/calibration.py).
     estimate_margin: str | None = None
     #: ``CONTEXTSHIFT_EMBEDDINGS``: ``minilm`` or ``none``.
     embeddings: str | None = None
-    #: ``CONTEXTSHIFT_COMPACTION_WAIT_SECONDS``: how long a turn waits for a pass (read by service/compaction.py).
-    compaction_wait_seconds: str | None = None
+    #: ``CONTEXTSHIFT_COMPACTION_WAIT_SECONDS``: how long a turn waits for another request's running pass.
+    compaction_wait_seconds: float | None = None
     #: ``CONTEXTSHIFT_INSTANCE_ID``: this instance's id (read by storage/liveness.py).
     instance_id: str | None = None
     #: ``CONTEXTSHIFT_HEARTBEAT_SECONDS``: the heartbeat's period (read by storage/liveness.py).
@@ -118,6 +147,8 @@ class Settings:
             provider_hosts=_names(env, "PROVIDER_HOSTS"),
             session_days=_session_days(env),
             max_body_bytes=_positive_int(env, "MAX_BODY_BYTES", "bytes"),
+            proxy_audit_hours=_hours(env, "PROXY_AUDIT_HOURS"),
+            compaction_wait_seconds=_seconds(env, "COMPACTION_WAIT_SECONDS"),
         )
 
     @staticmethod

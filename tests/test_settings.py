@@ -5,6 +5,7 @@ is given rather than from the environment."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -34,6 +35,9 @@ def test_settings_are_read_from_the_environment_given() -> None:
     assert (settings.max_body_bytes, settings.session_days, settings.login_limit) == (4096, 1.5, "3/minute")
     assert settings.embeddings is None and settings.admin_token is None
     assert Settings.from_env({}) == Settings()
+    hours = Settings.from_env({"CONTEXTSHIFT_PROXY_AUDIT_HOURS": "-3", "CONTEXTSHIFT_COMPACTION_WAIT_SECONDS": "2.5"})
+    assert (hours.proxy_audit_hours, hours.compaction_wait_seconds) == (0.0, 2.5)
+    assert Settings.from_env({"CONTEXTSHIFT_PROXY_AUDIT_HOURS": "a day"}).proxy_audit_hours is None  # warned
 
 
 @pytest.mark.parametrize(
@@ -44,6 +48,8 @@ def test_settings_are_read_from_the_environment_given() -> None:
         ("CONTEXTSHIFT_SESSION_DAYS", "0"),
         ("CONTEXTSHIFT_SESSION_DAYS", "4000"),
         ("CONTEXTSHIFT_SESSION_DAYS", "many"),
+        ("CONTEXTSHIFT_COMPACTION_WAIT_SECONDS", "-1"),
+        ("CONTEXTSHIFT_COMPACTION_WAIT_SECONDS", "soon"),
     ],
 )
 def test_a_value_that_cannot_be_right_is_refused_with_its_name(name: str, value: str) -> None:
@@ -74,3 +80,13 @@ async def test_create_app_takes_its_settings_from_the_object_not_the_environment
             large = await http.post("/api/v2/lorebooks", json={"name": "x" * 3000})
     assert small.status_code == 201, small.text
     assert large.status_code == 413 and large.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+
+def test_create_app_passes_the_settings_to_the_services_it_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTSHIFT_COMPACTION_WAIT_SECONDS", "99")
+    monkeypatch.setenv("CONTEXTSHIFT_PROXY_AUDIT_HOURS", "99")
+    settings = Settings(compaction_wait_seconds=1.5, proxy_audit_hours=2.0)
+    app = create_app("sqlite:///:memory:", admin_token=ADMIN_TOKEN, settings=settings)
+    assert app.state.compactor.sync_wait == 1.5
+    assert app.state.proxy.audit_ttl == timedelta(hours=2)
+    assert app.state.settings is settings

@@ -109,9 +109,12 @@ def create_app(
     options = dict(client_options or {})
     limit = max_body_bytes if max_body_bytes is not None else settings.max_body_bytes or DEFAULT_MAX_BODY_BYTES
     session_lifetime()  # a wrong CONTEXTSHIFT_SESSION_DAYS stops the start (Settings checked it too)
-    compactor = Compactor(db, client_factory=client_factory, client_options=options)
+    wait = settings.compaction_wait_seconds
+    compactor = Compactor(db, client_factory=client_factory, client_options=options, sync_wait=wait)
     runner = make_runner(db, compactor, run_jobs=run_jobs)
-    proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=proxy_audit_ttl)
+    hours = settings.proxy_audit_hours
+    ttl = proxy_audit_ttl if proxy_audit_ttl is not None else timedelta(hours=hours) if hours is not None else None
+    proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=ttl)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
