@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -13,13 +12,14 @@ import httpx
 from fastapi import APIRouter, Depends, FastAPI
 
 from .. import __version__
-from ..embeddings import configured_embedder
+from ..embeddings import NONE, load_embedder
 from ..jobs import make_runner
 from ..providers import make_client
 from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
 from ..service.compaction import Compactor
 from ..service.generation import ClientFactory, Generations
 from ..service.proxy import ProxyService
+from ..settings import Settings
 from ..storage import Database
 from ..storage.liveness import instance_id_from_env
 from ..storage.secret_key import current_key, derived_secret
@@ -30,10 +30,10 @@ from .browser import CsrfGuard, TokenLogin, csrf_options
 from .compat_errors import CompatErrors
 from .created import link_created
 from .errors import install_error_handlers
-from .guard import RequestGuard, allowed_hosts_from_env
+from .guard import RequestGuard
 from .health import install_health
-from .limits import BodyChecks, RequestLimits, max_body_bytes_from_env
-from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, STORAGE_ENV, LoginLimiter
+from .limits import DEFAULT_MAX_BODY_BYTES, BodyChecks, RequestLimits
+from .login_limits import DEFAULT_LIMIT, DEFAULT_STORAGE, LoginLimiter
 from .refusals import add_refusals
 from .routes import (
     anthropic_compat,
@@ -76,6 +76,7 @@ def create_app(
     secret_key: bytes | None = None,
     login_limit: str | None = None,
     run_jobs: bool = True,
+    settings: Settings | None = None,
 ) -> FastAPI:
     """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
     a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``.
@@ -93,21 +94,27 @@ def create_app(
     :class:`~contextshift.embeddings.EmbeddingsNotInstalled`). ``login_limit`` is how many failed sign-ins a
     client may make (a ``limits`` string, e.g. ``"20/minute"``) before its attempts are refused for a while.
     ``run_jobs``: run background jobs in this process (V8; ``serve --no-jobs`` passes False: this instance only
-    queues them, for ``contextshift worker`` processes to run).
+    queues them, for ``contextshift worker`` processes to run). ``settings``: the ``CONTEXTSHIFT_*`` settings
+    (default: read from the environment once, here); an explicit argument above wins over its setting.
     """
+    settings = settings if settings is not None else Settings.from_env()
     # CONTEXTSHIFT_EMBEDDINGS names a model the extra is missing for (EMBEDDINGS_NOT_INSTALLED) or no model
     # at all (UNKNOWN_EMBEDDINGS): refuse to start rather than recall without it unnoticed; else load it now.
-    configured_embedder()
-    token = configured_admin_token(admin_token)
+    load_embedder(settings.embeddings or NONE)
+    token = configured_admin_token(admin_token if admin_token is not None else settings.admin_token or "")
     key = secret_key if secret_key is not None else current_key()
-    hosts = list(allowed_hosts) if allowed_hosts is not None else allowed_hosts_from_env()
-    db = database if database is not None else Database(database_url, instance_id=instance_id_from_env())
+    hosts = list(allowed_hosts) if allowed_hosts is not None else list(settings.allowed_hosts)
+    url = database_url or settings.database_url
+    db = database if database is not None else Database(url, instance_id=instance_id_from_env())
     options = dict(client_options or {})
-    limit = max_body_bytes if max_body_bytes is not None else max_body_bytes_from_env()
-    session_lifetime()  # a wrong CONTEXTSHIFT_SESSION_DAYS stops the start, not the first sign-in
-    compactor = Compactor(db, client_factory=client_factory, client_options=options)
+    limit = max_body_bytes if max_body_bytes is not None else settings.max_body_bytes or DEFAULT_MAX_BODY_BYTES
+    session_lifetime()  # a wrong CONTEXTSHIFT_SESSION_DAYS stops the start (Settings checked it too)
+    wait = settings.compaction_wait_seconds
+    compactor = Compactor(db, client_factory=client_factory, client_options=options, sync_wait=wait)
     runner = make_runner(db, compactor, run_jobs=run_jobs)
-    proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=proxy_audit_ttl)
+    hours = settings.proxy_audit_hours
+    ttl = proxy_audit_ttl if proxy_audit_ttl is not None else timedelta(hours=hours) if hours is not None else None
+    proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=ttl)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -143,13 +150,14 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.db = db
+    app.state.settings = settings
     app.state.compactor = compactor
     app.state.jobs = runner
     app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
     app.state.proxy = proxy
     app.state.login_limiter = LoginLimiter(
-        login_limit or os.environ.get("CONTEXTSHIFT_LOGIN_LIMIT") or DEFAULT_LIMIT,
-        os.environ.get(STORAGE_ENV) or DEFAULT_STORAGE,
+        login_limit or settings.login_limit or DEFAULT_LIMIT,
+        settings.login_limit_storage or DEFAULT_STORAGE,
     )
     install_error_handlers(app)
     # Outermost last: /v1's error shapes, Host/Origin/body type and the security headers, the body limit, the

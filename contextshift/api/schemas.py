@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    computed_field,
     field_validator,
     model_validator,
 )
@@ -21,7 +22,18 @@ from typing_extensions import TypeAliasType
 from ..core.host import default_registry
 from ..core.limits import RATIO_ABOVE, RATIO_BELOW, RESPONSE_RESERVE_MAX, RESPONSE_RESERVE_MIN
 from ..core.strategies import STRATEGY_NAME
-from ..core.vocabulary import AuditReason, BlockKind, ProviderKind, Role, Source
+from ..core.vocabulary import (
+    AuditReason,
+    AuditStatus,
+    BlockKind,
+    CompactionOffReason,
+    CompactionOutcome,
+    CompactionStatus,
+    CompactionTrigger,
+    ProviderKind,
+    Role,
+    Source,
+)
 from ..pipeline.template import parse_template
 
 #: Strings never hold NUL: PostgreSQL cannot store it, so the schema says so and no valid request is refused.
@@ -612,9 +624,16 @@ class AttemptOut(BaseModel):
 
 
 class BudgetOut(BaseModel):
-    context_limit: int
-    response_reserve: int
+    context_limit: int = Field(
+        description="The context window the prompt is fitted to (the bot's limit or the model's)"
+    )
+    response_reserve: int = Field(description="Tokens kept free for the reply")
     prompt_tokens: int
+
+    @computed_field(description="The budget the prompt is fitted to: context_limit − response_reserve")  # type: ignore[prop-decorator]
+    @property
+    def budget(self) -> int:
+        return self.context_limit - self.response_reserve
 
 
 class EntryOut(BaseModel):
@@ -663,7 +682,7 @@ class AuditOut(PreviewOut):
     chat_id: str
     input_message_id: str | None = Field(default=None, description="The user message this generation answers")
     reply_message_id: str | None = Field(default=None, description="The stored reply (partial or whole)")
-    status: Literal["prepared", "completed", "failed", "cancelled"]
+    status: AuditStatus
     error_code: str | None
     usage: UsageOut | None
     created_at: datetime
@@ -694,7 +713,7 @@ class PreviewRequest(Strict):
 
 
 class CompactOut(BaseModel):
-    status: Literal["ok", "noop", "error"]
+    status: CompactionOutcome
     summary: str | None
     message_count: int
     log_id: str | None
@@ -711,8 +730,8 @@ class CompactionLogOut(BaseModel):
     id: str
     bot_id: str
     chat_id: str
-    status: Literal["running", "ok", "error", "noop"]
-    trigger: Literal["background", "sync", "manual"]
+    status: CompactionStatus
+    trigger: CompactionTrigger
     summary: str | None
     message_count: int
     passes: int
@@ -730,9 +749,13 @@ class CompactionLogPage(BaseModel):
 
 
 class ContextUsage(BaseModel):
-    tokens: int
-    window: int | None
-    percent: float | None
+    """The next prompt's size against its budget: the same figures as the preview's ``budget`` (one number)."""
+
+    tokens: int = Field(description="The next prompt's tokens, as the preview counts them (prompt_tokens)")
+    budget: int = Field(description="The budget the prompt is fitted to: the window less the reply's reserve")
+    response_reserve: int = Field(description="Tokens kept free for the reply")
+    window: int | None = Field(description="The model's context window (the bot's limit when set); null if unknown")
+    percent: float | None = Field(description="tokens as a percentage of budget")
     estimated: bool
     calibration: CalibrationOut | None = None
 
@@ -750,7 +773,7 @@ class ToolUse(BaseModel):
 
 class AutomaticCompaction(BaseModel):
     active: bool
-    reason: str | None
+    reason: CompactionOffReason | None
 
 
 class StatusOut(BaseModel):

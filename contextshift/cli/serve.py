@@ -7,12 +7,13 @@ The first start creates an admin and prints a login URL with its token, once (on
 from __future__ import annotations
 
 import argparse
-import os
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ContextShiftError
+from ..settings import Settings
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8700
@@ -65,6 +66,30 @@ def base_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}"
 
 
+#: Where ``serve`` records the address it listens on, in the data directory, for ``token create``'s URL.
+ADDRESS_FILE = "serve-address.json"
+
+
+def record_address(directory: Path, address: str, database: str) -> None:
+    """Write where this ``serve`` listens and for which database (``token create`` reads it back)."""
+    target = directory / ADDRESS_FILE
+    partial = target.with_suffix(".tmp")
+    partial.write_text(json.dumps({"url": address, "database": database}), encoding="utf-8")
+    partial.replace(target)
+
+
+def recorded_address(directory: Path, database: str) -> str | None:
+    """The address the last ``serve`` of ``database`` listened on, or None (none recorded, or another database)."""
+    try:
+        recorded = json.loads((directory / ADDRESS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(recorded, dict) or recorded.get("database") != database:
+        return None
+    url = recorded.get("url")
+    return url if isinstance(url, str) else None
+
+
 def startup_line(url: str, database: str, secret: str | None) -> str:
     """What ``serve`` prints once it is up: the login URL when a token was just made, else where to get one."""
     if secret is not None:
@@ -75,18 +100,21 @@ def startup_line(url: str, database: str, secret: str | None) -> str:
     )
 
 
-def proxy_options(flag: str | None) -> dict[str, Any]:
+def proxy_options(flag: str | None, configured: str | None = None) -> dict[str, Any]:
     """uvicorn's options for forwarded headers (N2): believed only from the proxies named by ``flag`` or
     ``CONTEXTSHIFT_FORWARDED_ALLOW_IPS``; with neither, not at all (uvicorn alone would believe any client on
     127.0.0.1, so a local client could pick its own address for the sign-in limit).
 
     Args:
         flag: ``--forwarded-allow-ips``, or None when it was not given.
+        configured: ``CONTEXTSHIFT_FORWARDED_ALLOW_IPS`` from the settings (default: read from the environment).
 
     Returns:
         ``proxy_headers`` and ``forwarded_allow_ips`` for ``uvicorn.run``.
     """
-    value = flag if flag is not None else os.environ.get(FORWARDED_ALLOW_IPS_ENV, "")
+    if configured is None:
+        configured = Settings.from_env().forwarded_allow_ips
+    value = flag if flag is not None else configured or ""
     trusted = ",".join(part.strip() for part in value.split(",") if part.strip())
     if not trusted:
         return {"proxy_headers": False, "forwarded_allow_ips": ""}
@@ -117,30 +145,39 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..api.app import create_app
-    from ..api.guard import allowed_hosts_from_env
     from ..api.protocol import EnvelopeH11Protocol
     from ..service.accounts import Bootstrap
     from ..storage import default_database_url, display_url
 
-    secure_data_dir()
-    url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
+    try:
+        settings = Settings.from_env()  # read once; create_app and uvicorn get what they need from it
+    except ValueError as error:
+        print(f"contextshift serve: {error}", file=sys.stderr)
+        return 2
+    directory = secure_data_dir()
+    url = args.database or settings.database_url or default_database_url()
     address = base_url(args.host, args.port)
 
     def announce(started: Bootstrap) -> None:
+        try:
+            record_address(directory, address, display_url(url))
+        except OSError as error:  # a read-only data directory: token create falls back to its default
+            print(f"contextshift serve: cannot record the address in {directory}: {error}", file=sys.stderr)
         print(startup_line(address, display_url(url), started.secret), flush=True)
 
     try:
         app = create_app(
             url,
             on_started=announce,
-            allowed_hosts=[*allowed_hosts_from_env(), *args.allowed_host],
+            allowed_hosts=[*settings.allowed_hosts, *args.allowed_host],
             bound_host=args.host,
             run_jobs=not args.no_jobs,
+            settings=settings,
         )
     except ContextShiftError as error:  # a setting names something this installation lacks
         print(f"contextshift serve: {error.code}: {error.message}", file=sys.stderr)
         return 2
     # h11 with uvicorn's own refusals of malformed HTTP in the error envelope (api/protocol.py)
-    proxies = proxy_options(getattr(args, "forwarded_allow_ips", None))
+    proxies = proxy_options(getattr(args, "forwarded_allow_ips", None), settings.forwarded_allow_ips or "")
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", http=EnvelopeH11Protocol, **proxies)
     return 0

@@ -1,18 +1,19 @@
 """``contextshift token create [--user NAME]``: print a new API token, for whoever lost theirs (N2).
 
 It opens the service's database directly (the same ``--database`` / ``CONTEXTSHIFT_DATABASE_URL`` / data
-directory as ``serve``), so it works with the service running or not. Exit codes: 0 made, 2 no such user.
+directory as ``serve``), so it works with the service running or not. The sign-in URL it prints is, in order:
+``--host``/``--port`` when given; else the address ``serve`` last listened on for the same database (recorded in
+the data directory); else the default address. It says which. Exit codes: 0 made, 2 no such user.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from typing import Any, TextIO
 
-from .serve import DEFAULT_HOST, DEFAULT_PORT, base_url
+from .serve import ADDRESS_FILE, DEFAULT_HOST, DEFAULT_PORT, base_url, recorded_address
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -25,8 +26,12 @@ def add_parser(commands: Any) -> None:
     create.add_argument("--user", default=None, help="the user's name (default: the first admin)")
     create.add_argument("--name", default="command line", help="what the token is for")
     create.add_argument("--database", default=None, help="database URL (default: as for `contextshift serve`)")
-    create.add_argument("--host", default=DEFAULT_HOST, help="host of the login URL printed")
-    create.add_argument("--port", type=int, default=DEFAULT_PORT, help="port of the login URL printed")
+    create.add_argument(
+        "--host", default=None, help="host of the sign-in URL (default: where `serve` last listened, else 127.0.0.1)"
+    )
+    create.add_argument(
+        "--port", type=int, default=None, help=f"port of the sign-in URL (default: as --host, else {DEFAULT_PORT})"
+    )
     create.set_defaults(run=run)
 
 
@@ -44,16 +49,37 @@ async def _create(url: str, user: str | None, name: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     from ..service.errors import ServiceError
+    from ..settings import Settings
     from ..storage import default_database_url
 
     out = out or sys.stdout
     err = err or sys.stderr
-    url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
+    url = args.database or Settings.from_env().database_url or default_database_url()
     try:
         user, secret = asyncio.run(_create(url, args.user, args.name))
     except ServiceError as error:
         print(f"{error.code}: {error.message}", file=err)
         return EXIT_BAD_INPUT
+    address, source = sign_in_address(args.host, args.port, url)
     print(f"a new token for {user} (shown once):\n{secret}", file=out)
-    print(f"sign in: {base_url(args.host, args.port)}/?token={secret}", file=out)
+    print(f"sign in: {address}/?token={secret}", file=out)
+    print(f"  ({source})", file=out)
     return EXIT_OK
+
+
+def sign_in_address(host: str | None, port: int | None, database: str) -> tuple[str, str]:
+    """The service's base URL for the sign-in link, and where it comes from (said to the user)."""
+    from ..storage import display_url
+    from ..storage.urls import data_dir
+
+    if host is not None or port is not None:
+        return base_url(host or DEFAULT_HOST, port or DEFAULT_PORT), "address from --host/--port"
+    directory = data_dir()
+    recorded = recorded_address(directory, display_url(database))
+    if recorded is not None:
+        return recorded, f"the address `contextshift serve` last listened on, recorded in {directory / ADDRESS_FILE}"
+    return (
+        base_url(DEFAULT_HOST, DEFAULT_PORT),
+        "the default address: no `contextshift serve` of this database recorded one; give --host/--port if the "
+        "service listens elsewhere",
+    )

@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 from typing import Any
@@ -105,6 +104,7 @@ async def work(url: str, concurrency: int, *, stop: asyncio.Event | None = None)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..settings import Settings
     from ..storage import default_database_url
     from .logs import log_json_lines
 
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         print("--concurrency must be at least 1", file=sys.stderr)
         return EXIT_BAD_INPUT
     log_json_lines()
-    url = args.database or os.environ.get("CONTEXTSHIFT_DATABASE_URL") or default_database_url()
+    url = args.database or Settings.from_env().database_url or default_database_url()
     try:
         return asyncio.run(work(url, args.concurrency))
     except asyncio.CancelledError:  # a second signal

@@ -111,20 +111,92 @@ PROVIDER_KINDS: Final[tuple[str, ...]] = get_args(ProviderKind)
 #: The kinds that speak OpenAI's Chat Completions wire format.
 OPENAI_KINDS: Final[frozenset[str]] = frozenset({"openai", "openai-codex"})
 
+# -- statuses (issue 24): one Literal per kind of record; the storage check constraints use the same tuples ------
+#
+# Success is spelled as each record has always stored it (changing a stored or API value would need a migration
+# and a deprecation): a prompt audit ``completed``, a compaction pass or a job attempt ``ok``, a job
+# ``succeeded``. :data:`SUCCESS` names the one spelling of each, so code asks "did it succeed?" in one place.
+
+#: A generation's or an endpoint call's audit (A4, V7): ``prepared`` until the call ends.
+AuditStatus: TypeAlias = Literal["prepared", "completed", "failed", "cancelled"]
+AUDIT_STATUSES: Final[tuple[str, ...]] = get_args(AuditStatus)
+#: The statuses an audit may end in.
+FinishedAuditStatus: TypeAlias = Literal["completed", "failed", "cancelled"]
+FINISHED_AUDIT_STATUSES: Final[tuple[str, ...]] = get_args(FinishedAuditStatus)
+
+#: A compaction log row (C12): ``running`` while the pass runs.
+CompactionStatus: TypeAlias = Literal["running", "ok", "error", "noop"]
+COMPACTION_STATUSES: Final[tuple[str, ...]] = get_args(CompactionStatus)
+#: The outcome of a compaction run (``POST /chats/{id}/compact``, ``/compact``).
+CompactionOutcome: TypeAlias = Literal["ok", "noop", "error"]
+COMPACTION_OUTCOMES: Final[tuple[str, ...]] = get_args(CompactionOutcome)
+#: What started a compaction pass.
+CompactionTrigger: TypeAlias = Literal["background", "sync", "manual"]
+COMPACTION_TRIGGERS: Final[tuple[str, ...]] = get_args(CompactionTrigger)
+
+#: A background job, as ``GET /api/v2/jobs`` names it.
+JobStatus: TypeAlias = Literal["queued", "running", "succeeded", "failed"]
+JOB_STATUSES: Final[tuple[str, ...]] = get_args(JobStatus)
+#: One attempt of a job: ``interrupted`` when its worker stopped during it.
+AttemptStatus: TypeAlias = Literal["running", "ok", "error", "interrupted"]
+ATTEMPT_STATUSES: Final[tuple[str, ...]] = get_args(AttemptStatus)
+
+#: How each kind of record spells success.
+SUCCESS: Final[dict[str, str]] = {"audit": "completed", "compaction": "ok", "job": "succeeded", "attempt": "ok"}
+
+# -- compaction reasons (C5, C8, C14) -------------------------------------------------------------------------
+
+#: Why a bot's compaction model cannot summarize (``compaction.model_unavailable``'s ``reason``).
+CompactionUnavailableReason: TypeAlias = Literal[
+    "not_configured",
+    "not_chat_model",
+    "model_disabled",
+    "provider_disabled",
+    "provider_host_not_allowed",
+    "output_limit_unsupported",
+    "window_unknown",
+]
+COMPACTION_UNAVAILABLE_REASONS: Final[tuple[str, ...]] = get_args(CompactionUnavailableReason)
+#: Why automatic compaction is off (the status's ``automatic.reason``): the model's reasons, and two more.
+CompactionOffReason: TypeAlias = Literal[
+    "not_configured",
+    "not_chat_model",
+    "model_disabled",
+    "provider_disabled",
+    "provider_host_not_allowed",
+    "output_limit_unsupported",
+    "window_unknown",
+    "disabled",
+    "cooldown",
+]
+COMPACTION_OFF_REASONS: Final[tuple[str, ...]] = get_args(CompactionOffReason)
+#: Why the summary check refused a summary as unfaithful (core/compaction/plausibility.py).
+SummaryRejection: TypeAlias = Literal["other_script", "other_language", "few_facts", "refusal"]
+SUMMARY_REJECTIONS: Final[tuple[str, ...]] = get_args(SummaryRejection)
+
 # -- summaries (G3, C8) -------------------------------------------------------------------------------------
 
 #: The first line of every summary contextshift writes, by a strategy or by compaction.
 SUMMARY_HEADER: Final = "[Summary of earlier context]"
 
 __all__ = [
+    "ATTEMPT_STATUSES",
     "AUDIT_REASONS",
+    "AUDIT_STATUSES",
     "BLOCK_KINDS",
+    "COMPACTION_OFF_REASONS",
+    "COMPACTION_OUTCOMES",
+    "COMPACTION_STATUSES",
+    "COMPACTION_TRIGGERS",
+    "COMPACTION_UNAVAILABLE_REASONS",
     "CONTEXT_SHIFT",
     "DISABLED",
     "EMPTY",
     "FINAL_BUDGET",
+    "FINISHED_AUDIT_STATUSES",
     "FIT",
     "INTERCEPTOR",
+    "JOB_STATUSES",
     "LORE_BUDGET",
     "LOW_RELEVANCE",
     "MANUAL",
@@ -139,12 +211,24 @@ __all__ = [
     "ROLES",
     "SOURCES",
     "STANDING",
+    "SUCCESS",
     "SUMMARIZED",
     "SUMMARY_HEADER",
+    "SUMMARY_REJECTIONS",
+    "AttemptStatus",
     "AuditReason",
+    "AuditStatus",
     "BlockKind",
+    "CompactionOffReason",
+    "CompactionOutcome",
+    "CompactionStatus",
+    "CompactionTrigger",
+    "CompactionUnavailableReason",
+    "FinishedAuditStatus",
+    "JobStatus",
     "ProviderKind",
     "Role",
     "ShiftReason",
     "Source",
+    "SummaryRejection",
 ]

@@ -11,6 +11,7 @@ from typing import Any
 from ..storage import Database, Repositories
 from ..storage.tables import MessageRow
 from .compaction import Compactor
+from .counting import ServerCounting
 from .history import COMMAND_KEY
 from .status import chat_status
 from .summarizer import CompactionUnavailable
@@ -23,15 +24,64 @@ def command_of(content: str) -> str | None:
     return text if text in COMMANDS else None
 
 
+#: A failed pass's code in plain words (the words the web UI's compaction refusal uses: web/static/js/words.js).
+COMPACTION_ERROR_WORDS: dict[str, str] = {
+    "COMPACTION_SUMMARY_UNFAITHFUL": "the summary was refused",
+    "COMPACTION_SUMMARY_EMPTY": "the model wrote an empty summary",
+    "COMPACTION_SUMMARY_TRUNCATED": "the summary was cut off by the model's output limit",
+    "COMPACTION_SUMMARY_NOT_SMALLER": "the summary was not smaller than what it would replace",
+    "COMPACTION_SUMMARY_REJECTED": "the summary was refused",
+    "COMPACTION_WINDOW_TOO_SMALL": "the compaction model's window is too small to summarize this history",
+    "COMPACTION_INPUT_TOO_LARGE": "the history to summarize is larger than the compaction model can read",
+    "COMPACTION_HISTORY_CHANGED": "the history changed while it was being summarized",
+    "COMPACTION_INTERRUPTED": "the pass was interrupted before it finished",
+}
+
+#: Why the summary check refused a summary (core/compaction/plausibility.py), as words.js' REJECTION_WORDS.
+REJECTION_WORDS: dict[str, str] = {
+    "other_script": "the summary is written in another alphabet than the conversation",
+    "other_language": "the summary is in another language than the conversation",
+    "few_facts": "the summary keeps too few of the conversation's names and numbers",
+    "refusal": "the model refused to summarize instead of writing a summary",
+}
+
+
+#: Why automatic compaction is off (the status's ``automatic.reason``), as words.js' COMPACTION_REASONS says it.
+OFF_WORDS: dict[str, str] = {
+    "not_configured": "no compaction model is set and the bot has no chat model",
+    "not_chat_model": "the compaction model is not a chat model",
+    "model_disabled": "the compaction model is disabled",
+    "provider_disabled": "the compaction model's provider is disabled",
+    "provider_host_not_allowed": "the compaction model's provider points at a host this server does not allow",
+    "output_limit_unsupported": "the model's provider does not enforce output token limits, so it cannot "
+    "summarize safely; pick a compaction model in the bot's settings",
+    "window_unknown": "the model has no declared context window; set one on the model",
+    "disabled": "compaction is turned off in the bot's settings",
+    "cooldown": "a recent automatic attempt failed; it waits a few minutes before trying again",
+}
+
+
+def failure_words(code: str | None, reason: str | None) -> str:
+    """Why a compaction pass failed, in plain words, with its code for reference."""
+    words = COMPACTION_ERROR_WORDS.get(code or "", "the pass failed")
+    if reason:
+        words += f": {REJECTION_WORDS.get(reason, reason.replace('_', ' '))}"
+    return f"{words} ({code})" if code else words
+
+
 def _compact_answer(outcome: dict[str, Any]) -> str:
     if outcome["status"] == "ok":
         done = f"Compacted {outcome['message_count']} message(s) into a summary."
         if outcome.get("passes_failed"):
-            done += f" A later pass failed ({outcome['error_code']}); the rest of the history is unchanged."
+            why = failure_words(outcome["error_code"], outcome.get("reason"))
+            done += f" A later pass failed: {why}; the rest of the history is unchanged."
         return done
     if outcome["status"] == "noop":
+        if outcome.get("reason") in ("busy", "running"):
+            return "Another compaction pass of this chat is still running; try again in a moment."
         return "Nothing to compact: the history is already as small as it can be."
-    return f"Compaction failed ({outcome['error_code']}); every message is still there."
+    why = failure_words(outcome["error_code"], outcome.get("reason"))
+    return f"Compaction failed: {why}. Every message is still there."
 
 
 def _percent(value: float | None) -> str:
@@ -40,10 +90,12 @@ def _percent(value: float | None) -> str:
 
 def status_answer(status: dict[str, Any]) -> str:
     context = status["context"]
-    window = f"{context['window']:,}" if context["window"] else "an unknown window"
+    # The same figure as the context meter and the status panel: the budget the prompt is fitted to.
     estimate = ", estimate" if context["estimated"] else ""
     percent = f" ({context['percent']:.0f}%{estimate})" if context["percent"] is not None else estimate
-    lines = [f"Context: {context['tokens']:,} of {window} tokens{percent}."]
+    window = f"a {context['window']:,}-token window" if context["window"] else "an unknown window"
+    reserve = f"{context['response_reserve']:,} reserved for the reply"
+    lines = [f"Context: {context['tokens']:,} of {context['budget']:,} tokens{percent}; {window}, {reserve}."]
     cache = status["prompt_cache"]
     lines.append(f"Prompt cache hit rate: {_percent(cache['hit_rate'])}.")
     tools = ", ".join(f"{t['name']} ×{t['count']}" for t in status["tools_used"]) or "none"
@@ -56,13 +108,19 @@ def status_answer(status: dict[str, Any]) -> str:
         lines.append("Last compaction: never.")
     automatic = status["automatic"]
     lines.append(
-        "Automatic compaction: on." if automatic["active"] else f"Automatic compaction: off ({automatic['reason']})."
+        "Automatic compaction: on."
+        if automatic["active"]
+        else f"Automatic compaction: off: {OFF_WORDS.get(automatic['reason'], automatic['reason'])} "
+        f"({automatic['reason']})."
     )
     return "\n".join(lines)
 
 
-async def run_command(db: Database, compactor: Compactor, chat_id: str, command: str) -> MessageRow:
-    """Store the command, answer it, store the answer; return the answer message."""
+async def run_command(
+    db: Database, compactor: Compactor, chat_id: str, command: str, *, counting: ServerCounting | None = None
+) -> MessageRow:
+    """Store the command, answer it, store the answer; return the answer message. ``counting``: the service's
+    server counting, so that ``/status`` counts as the status panel and the context meter do."""
     async with db.session() as session:
         await Repositories(session).messages.append(
             chat_id, {"role": "user", "content": command, "meta": {COMMAND_KEY: command}}
@@ -73,7 +131,7 @@ async def run_command(db: Database, compactor: Compactor, chat_id: str, command:
         except CompactionUnavailable as error:
             answer = f"Compaction is unavailable: {error.message} ({error.code}: {error.reason})"
     else:
-        answer = status_answer(await chat_status(db, chat_id))
+        answer = status_answer(await chat_status(db, chat_id, cooldown=compactor.cooldown, counting=counting))
     async with db.session() as session:
         return await Repositories(session).messages.append(
             chat_id, {"role": "assistant", "content": answer, "meta": {COMMAND_KEY: command}}

@@ -48,10 +48,12 @@ async def chat_status(
         turn = await load_turn(
             repos, bot=bot, chat=chat, draft="", max_tokens=None, preview=True, server_counting=counting
         )
+        # One figure with the preview and the meter (issue 27): the prompt against the budget it is fitted to.
         try:
-            tokens = (await run_counted(turn.request, turn.server, counting)).budget["prompt_tokens"]
+            fitted = (await run_counted(turn.request, turn.server, counting)).budget
+            tokens, budget = fitted["prompt_tokens"], fitted["context_limit"] - fitted["response_reserve"]
         except TokenBudgetExceeded as error:
-            tokens = error.protected_tokens
+            tokens, budget = error.protected_tokens, error.budget
         window = window_of(bot, turn.model.context_window if turn.model else None)
         reason: str | None = None
         if not bot.compaction_enabled:
@@ -74,8 +76,10 @@ async def chat_status(
         status = {
             "context": {
                 "tokens": tokens,
+                "budget": budget,
+                "response_reserve": turn.request.context_limit - budget,
                 "window": window,
-                "percent": round(100 * tokens / window, 1) if window else None,
+                "percent": round(100 * tokens / budget, 1) if budget > 0 else None,
                 "estimated": turn.profile.approximate,
                 "calibration": turn.counting.report(turn.profile) if turn.counting else None,
             },

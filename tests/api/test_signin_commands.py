@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from contextshift.cli import token as token_command
 from contextshift.cli.main import build_parser
@@ -110,6 +111,31 @@ def test_token_create_prints_a_working_token_for_the_admin_or_a_named_user(tmp_p
         me = httpx.get(f"{url}/api/v2/me", headers={"Authorization": f"Bearer {dora_secret}"}, timeout=30)
         assert me.json()["user"]["name"] == "dora"
         admin.close()
+
+
+def test_token_create_prints_the_address_serve_listens_on_and_says_where_it_comes_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    monkeypatch.delenv("CONTEXTSHIFT_DATABASE_URL", raising=False)
+    monkeypatch.setenv("CONTEXTSHIFT_DATA_DIR", str(data))
+    parser = build_parser()
+    with serving(data) as (_output, url):
+        assert not url.endswith(":8700")
+        out = io.StringIO()
+        assert token_command.run(parser.parse_args(["token", "create"]), out, io.StringIO()) == 0
+        secret = re.findall(r"^(cs_\S+)$", out.getvalue(), re.M)[0]
+        assert f"sign in: {url}/?token={secret}" in out.getvalue()
+        assert "the address `contextshift serve` last listened on" in out.getvalue()
+        me = httpx.get(f"{url}/api/v2/me", headers={"Authorization": f"Bearer {secret}"}, timeout=30)
+        assert me.json()["user"]["name"] == "admin"
+        out = io.StringIO()
+        assert token_command.run(parser.parse_args(["token", "create", "--port", "9100"]), out, io.StringIO()) == 0
+        assert "sign in: http://127.0.0.1:9100/?token=" in out.getvalue() and "from --host/--port" in out.getvalue()
+        other = f"sqlite:///{tmp_path / 'other.db'}"
+        out = io.StringIO()
+        assert token_command.run(parser.parse_args(["token", "create", "--database", other]), out, io.StringIO()) == 0
+        assert "sign in: http://127.0.0.1:8700/?token=" in out.getvalue() and "the default address" in out.getvalue()
 
 
 def test_the_startup_line_names_the_address_a_browser_opens() -> None:

@@ -76,7 +76,7 @@ def test_compaction_settings_compact_now_summary_and_log(page: Any, app: App) ->
         page.goto(f"/#/chat/{ids['chat']}")
         status = page.locator(".status-panel")
         expect(status).to_contain_text("Automatic compaction")
-        expect(status.locator(".status-line").first).to_contain_text("of 8,000 tokens")
+        expect(status.locator(".status-line").first).to_contain_text("of 6,976 tokens")
         page.get_by_role("button", name="Compact now").click()
         expect(status.locator(".compact-result")).to_contain_text("Compacted")
         expect(page.locator(".summary-card")).to_contain_text("Summary: planning a long weekend in Porto")

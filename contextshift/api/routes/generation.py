@@ -63,7 +63,9 @@ async def generate(
     await check_chat(service.db, principal, chat_id)
     command = command_of(body.content) if body.content is not None else None
     if command is not None:  # V4: answered by the service, never by the chat model
-        answer = views.message(await run_command(service.db, request.app.state.compactor, chat_id, command))
+        answer = views.message(
+            await run_command(service.db, request.app.state.compactor, chat_id, command, counting=service.counting)
+        )
         if not body.stream:
             return {"message": answer, "usage": None}
 

@@ -9,13 +9,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
+from ...core.vocabulary import JobStatus
 from ...jobs import JobRunner, JobView
 from ..auth import Admin
 from ..errors import error_responses
 
 router = APIRouter(tags=["jobs"], responses=error_responses(400, 403, 422, 500))
 
-JobStatus = Literal["queued", "running", "failed", "succeeded"]
 Limit = Annotated[int, Query(ge=1, le=200)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 DEFAULT_STATUSES: list[JobStatus] = ["queued", "running", "failed"]

@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
+from ...core.vocabulary import AuditStatus
 from ...service.errors import not_found
 from ...storage.tables import ProxyAuditRow
 from .. import schemas as s
@@ -26,7 +27,7 @@ router = APIRouter(tags=["openai-compatible"], responses=error_responses(500))
 
 class ProxyAuditOut(s.PreviewOut):
     id: str
-    status: Literal["prepared", "completed", "failed", "cancelled"]
+    status: AuditStatus
     error_code: str | None
     usage: s.UsageOut | None
     created_at: datetime
@@ -40,7 +41,7 @@ class ProxyAuditOut(s.PreviewOut):
 class ProxyAuditSummary(BaseModel):
     id: str
     model: str
-    status: Literal["prepared", "completed", "failed", "cancelled"]
+    status: AuditStatus
     error_code: str | None
     excluded_count: int
     prompt_tokens: int | None

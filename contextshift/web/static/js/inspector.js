@@ -133,21 +133,29 @@ export async function renderStatus(panel, ctx) {
   const auto = status.automatic || {};
   const last = status.last_compaction;
   const percent = context.percent;
+  // The figure the context meter shows: the next prompt against the budget it is fitted to (window − reserve).
+  const budget = context.budget ?? context.window;
   replace(
     body,
     h(
       "section.status-block",
       { "aria-labelledby": "status-context-h" },
       h("h3#status-context-h", "Context"),
-      bar(context.tokens || 0, context.window || 0, "Context used against the model's window", {
+      bar(context.tokens || 0, budget || 0, "Context used against the prompt's budget", {
         estimate: context.estimated,
       }),
       h(
-        "p.status-line",
-        h("strong", num(context.tokens)),
-        context.window ? [" of ", num(context.window), " tokens"] : " tokens (the model declares no window)",
+        "p.status-line.context-line",
+        h("strong.status-used", num(context.tokens)),
+        budget ? [" of ", h("span.status-budget", num(budget)), " tokens"] : " tokens",
         percent != null ? [" · ", h("strong", pct(percent, percent < 10 ? 1 : 0))] : null,
         context.estimated ? [" ", badge("estimate", "warn", { title: "Counted with an approximate tokenizer" })] : null,
+      ),
+      h(
+        "p.muted.small.window-line",
+        context.window
+          ? `Budget = context window ${num(context.window)} − ${num(context.response_reserve)} reserved for the reply.`
+          : `The model declares no window: the budget assumes one, less ${num(context.response_reserve)} reserved for the reply.`,
       ),
       calibrationLine(context.calibration),
     ),
@@ -302,7 +310,7 @@ export function promptView(data, kind, ctx) {
     );
   }
   const budget = data.budget || {};
-  const available = (budget.context_limit || 0) - (budget.response_reserve || 0);
+  const available = budget.budget ?? (budget.context_limit || 0) - (budget.response_reserve || 0);
   const entries = data.entries || [];
   const counts = promptCounts(data);
   const tokenizer = data.tokenizer || {};

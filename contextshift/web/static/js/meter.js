@@ -38,7 +38,8 @@ export function contextMeter({ onOpen }) {
       return;
     }
     if (!p) return;
-    const budget = p.budget.context_limit - p.budget.response_reserve;
+    // The service gives the budget once (window − reserve): the status panel and /status read the same figure.
+    const budget = p.budget.budget ?? p.budget.context_limit - p.budget.response_reserve;
     const used = p.budget.prompt_tokens;
     const ratio = budget > 0 ? Math.min(1, used / budget) : 1;
     bar.className = `bar ${ratio >= 0.95 ? "high" : ratio >= 0.8 ? "mid" : "low"}`;
@@ -50,7 +51,7 @@ export function contextMeter({ onOpen }) {
     bar.setAttribute("aria-valuetext", `${num(used)} of ${num(budget)} tokens${approx ? " (approximate)" : ""}, ${counts.leftOut} left out, ${counts.summarized} summarized`);
     // The budget is the window less what is reserved for the reply: say so, so it is not read as the window.
     text.title = `Budget ${num(budget)} = context window ${num(p.budget.context_limit)} − ${num(p.budget.response_reserve)} reserved for the reply`;
-    replace(text, h("strong.meter-used", num(used)), ` / ${num(budget)} tokens`, " ", approx ? approxBadge(p) : badge(p.tokenizer.profile, "ok", { title: "Exact tokenizer" }));
+    replace(text, h("strong.meter-used", num(used)), " / ", h("span.meter-budget", num(budget)), " tokens", " ", approx ? approxBadge(p) : badge(p.tokenizer.profile, "ok", { title: "Exact tokenizer" }));
     replace(
       facts,
       h("span.meter-excluded", { dataset: { count: counts.leftOut } }, `${counts.leftOut} left out`),

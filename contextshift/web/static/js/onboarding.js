@@ -22,10 +22,39 @@ function stepList(current) {
   );
 }
 
+/** The setup step the catalog is at: 0 provider, 1 model, 2 bot, 3 done. */
+function stepOf(store) {
+  const chatModels = store.models.filter((m) => m.type === "chat");
+  return !store.providers.length ? 0 : !chatModels.length ? 1 : !store.bots.length ? 2 : 3;
+}
+
+const STEP_DONE_WORDS = [
+  "A provider was added meanwhile (in another tab or page): the setup moved on to the next step. Nothing was added twice.",
+  "A chat model was added meanwhile: the setup moved on. Nothing was added twice.",
+  "A bot was made meanwhile: the setup moved on. Nothing was added twice.",
+];
+
 export async function onboardingView(main, _params, { store, go, auto }) {
+  const hash = location.hash;
   await store.refresh();
+  // The user may have gone elsewhere while the catalog loaded: never draw over the view they went to.
+  if (location.hash !== hash) return null;
   const page = h("section.page.onboarding");
   replace(main, page);
+  /** Whether this page is still the one shown (the user did not navigate away while a request ran). */
+  const shown = () => page.isConnected;
+
+  /** Before a step's form creates anything: the catalog as it is now. If the step was done meanwhile (in another
+   * tab, or on another page of this one), re-draw at the right step instead of adding a second one. */
+  async function stillAt(step) {
+    await store.refresh();
+    if (stepOf(store) === step) return true;
+    if (shown()) {
+      render();
+      toast(STEP_DONE_WORDS[step]);
+    }
+    return false;
+  }
 
   const importButton = h(
     "button.primary#import-examples",
@@ -42,6 +71,7 @@ export async function onboardingView(main, _params, { store, go, auto }) {
           await store.refresh();
           const first = result.imported[0]?.chat || store.chats.find((c) => store.bot(c.bot_id)?.name.startsWith("Example:"));
           toast(result.imported.length ? `Imported ${result.imported.length} example chats.` : "The examples are already here.");
+          if (!shown()) return; // the user went elsewhere meanwhile: stay there
           if (first) go(`#/chat/${first.id}`);
           else render();
         } catch (error) {
@@ -66,7 +96,7 @@ export async function onboardingView(main, _params, { store, go, auto }) {
 
   function render() {
     const chatModels = store.models.filter((m) => m.type === "chat");
-    const step = !store.providers.length ? 0 : !chatModels.length ? 1 : !store.bots.length ? 2 : 3;
+    const step = stepOf(store);
     let form;
     if (step === 0) {
       const f = providerFields(null);
@@ -77,9 +107,10 @@ export async function onboardingView(main, _params, { store, go, auto }) {
           onsubmit: async (event) => {
             event.preventDefault();
             try {
+              if (!(await stillAt(0))) return;
               await post("/providers", f.values());
               await store.refresh();
-              render();
+              if (shown()) render();
             } catch (error) {
               toast(error.message, "error");
             }
@@ -106,9 +137,10 @@ export async function onboardingView(main, _params, { store, go, auto }) {
             if (windowInput.value) body.context_window = Number(windowInput.value);
             if (maxOut.value) body.max_output_tokens = Number(maxOut.value);
             try {
+              if (!(await stillAt(1))) return;
               await post("/models", body);
               await store.refresh();
-              render();
+              if (shown()) render();
             } catch (error) {
               toast(error.message, "error");
             }
@@ -134,10 +166,11 @@ export async function onboardingView(main, _params, { store, go, auto }) {
           onsubmit: async (event) => {
             event.preventDefault();
             try {
+              if (!(await stillAt(2))) return;
               const { bot } = await post("/bots", { name: name.value.trim(), chat_model_id: model.value, system_prompt: prompt.value });
               const { chat } = await post("/chats", { bot_id: bot.id, type: "chat" });
               await store.refresh();
-              go(`#/chat/${chat.id}`);
+              if (shown()) go(`#/chat/${chat.id}`);
             } catch (error) {
               toast(error.message, "error");
             }
@@ -170,4 +203,5 @@ export async function onboardingView(main, _params, { store, go, auto }) {
     );
   }
   render();
+  return null;
 }

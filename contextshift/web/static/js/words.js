@@ -32,7 +32,8 @@ export function errorWords(code, fallback) {
   return ERROR_WORDS[code] || fallback || `Error ${code}.`;
 }
 
-/** Why a block was left out of (or kept in) the prompt. */
+/** Why a block was left out of (or kept in) the prompt: one key per reason of contextshift/core/vocabulary.py
+ * (tests/core/test_vocabulary.py checks that they match). */
 export const REASON_WORDS = {
   protected: "always kept (system prompt, persona, pinned or the current input)",
   fit: "fit in the budget",
@@ -42,7 +43,6 @@ export const REASON_WORDS = {
   "not-triggered": "its keys did not appear in the recent messages",
   "lore-budget": "lorebook and memory blocks filled their share of the budget",
   empty: "empty",
-  "model-mismatch": "not for this model",
   manual: "excluded by you",
   "context-shift": "dropped to fit the context window (oldest first)",
   summarized: "folded into a summary",
@@ -57,6 +57,7 @@ export const COMPACTION_REASONS = {
   not_chat_model: "The compaction model is not a chat model.",
   model_disabled: "The compaction model is disabled.",
   provider_disabled: "The compaction model's provider is disabled.",
+  provider_host_not_allowed: "The compaction model's provider points at a host this server does not allow (CONTEXTSHIFT_PROVIDER_HOSTS).",
   output_limit_unsupported:
     "The model's provider does not enforce output token limits (OpenAI Codex), so it cannot summarize safely. Pick a compaction model in the bot's settings.",
   window_unknown: "The model has no declared context window; set one on the model to enable compaction.",
@@ -81,4 +82,8 @@ export function rejectionWords(reason) {
   return REJECTION_WORDS[reason] || reason;
 }
 
-export const TRIGGER_WORDS = { background: "automatic (after a turn)", sync: "automatic (before a turn)", manual: "manual" };
+export const TRIGGER_WORDS = {
+  background: "automatic (after a turn)",
+  sync: "automatic (before a turn)",
+  manual: "manual",
+};

@@ -1,0 +1,160 @@
+"""The service's settings (issue 24): every ``CONTEXTSHIFT_*`` environment variable, read once into one frozen
+object that the command line and :func:`~contextshift.api.app.create_app` pass on through constructors.
+
+This module imports nothing else of the package, so any layer may take a :class:`Settings`. A field that is
+``None`` was not set: whoever uses it applies its documented default (docs/operations.md, "Settings", is the
+table of them all). Values that cannot be right (a negative body limit, a session of 0 days) are refused here,
+when the settings are read, with the variable's name in the message.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Final
+
+log = logging.getLogger("contextshift.settings")
+
+#: The prefix of every variable.
+PREFIX: Final = "CONTEXTSHIFT_"
+#: The longest browser session a setting may ask for, in days.
+MAX_SESSION_DAYS: Final = 3650
+
+
+def _text(environ: Mapping[str, str], name: str) -> str | None:
+    value = environ.get(PREFIX + name, "").strip()
+    return value or None
+
+
+def _names(environ: Mapping[str, str], name: str) -> tuple[str, ...]:
+    """A comma-separated list, blanks dropped."""
+    return tuple(part.strip() for part in environ.get(PREFIX + name, "").split(",") if part.strip())
+
+
+def _positive_int(environ: Mapping[str, str], name: str, what: str) -> int | None:
+    raw = _text(environ, name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{PREFIX}{name} must be a positive number of {what}, not {raw!r}")
+    return value
+
+
+def _seconds(environ: Mapping[str, str], name: str) -> float | None:
+    """A number of seconds, 0 or more."""
+    raw = _text(environ, name)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise ValueError(f"{PREFIX}{name} must be a number of seconds, 0 or more, not {raw!r}")
+    return value
+
+
+def _hours(environ: Mapping[str, str], name: str) -> float | None:
+    """A number of hours; below 0 counts as 0; not a number: unset, with a warning (as it always was)."""
+    raw = _text(environ, name)
+    if raw is None:
+        return None
+    try:
+        return max(float(raw), 0.0)
+    except ValueError:
+        log.warning("%s%s=%r is not a number; using the default", PREFIX, name, raw)
+        return None
+
+
+def _session_days(environ: Mapping[str, str]) -> float | None:
+    raw = _text(environ, "SESSION_DAYS")
+    if raw is None:
+        return None
+    try:
+        days = float(raw)
+    except ValueError:
+        days = math.nan
+    if not 0 < days <= MAX_SESSION_DAYS:
+        raise ValueError(
+            f"{PREFIX}SESSION_DAYS must be a number of days above 0 and at most {MAX_SESSION_DAYS}, not {raw!r}"
+        )
+    return days
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every ``CONTEXTSHIFT_*`` variable (the field's name, upper-cased, after the prefix). ``None`` or an
+    empty tuple: not set."""
+
+    #: ``CONTEXTSHIFT_DATABASE_URL``: the database (``--database`` overrides it).
+    database_url: str | None = None
+    #: ``CONTEXTSHIFT_DATA_DIR``: the data directory (SQLite file, key file, the address ``serve`` records).
+    data_dir: str | None = None
+    #: ``CONTEXTSHIFT_SECRET_KEY``: the Fernet key (read by storage/secret_key.py).
+    secret_key: str | None = None
+    #: ``CONTEXTSHIFT_ADMIN_TOKEN``: the first admin's token (checked by service/accounts.py).
+    admin_token: str | None = None
+    #: ``CONTEXTSHIFT_ALLOWED_HOSTS``: more ``Host`` names the service answers to.
+    allowed_hosts: tuple[str, ...] = ()
+    #: ``CONTEXTSHIFT_PROVIDER_HOSTS``: the hosts a provider's base URL may name (read by service/provider_hosts.py).
+    provider_hosts: tuple[str, ...] = ()
+    #: ``CONTEXTSHIFT_LOGIN_LIMIT``: failed sign-ins before 429 (a ``limits`` string).
+    login_limit: str | None = None
+    #: ``CONTEXTSHIFT_LOGIN_LIMIT_STORAGE``: where the sign-in counts live.
+    login_limit_storage: str | None = None
+    #: ``CONTEXTSHIFT_SESSION_DAYS``: how long a browser session lasts.
+    session_days: float | None = None
+    #: ``CONTEXTSHIFT_FORWARDED_ALLOW_IPS``: the proxies whose forwarded headers are believed.
+    forwarded_allow_ips: str | None = None
+    #: ``CONTEXTSHIFT_MAX_BODY_BYTES``: the largest request body.
+    max_body_bytes: int | None = None
+    #: ``CONTEXTSHIFT_PROXY_AUDIT_HOURS``: how long an endpoint audit is kept.
+    proxy_audit_hours: float | None = None
+    #: ``CONTEXTSHIFT_READ_CACHE_SECONDS``: the read cache's longest age (read by storage/readcache.py).
+    read_cache_seconds: str | None = None
+    #: ``CONTEXTSHIFT_ESTIMATE_MARGIN``: the margin of an uncalibrated estimate (read by service/calibration.py).
+    estimate_margin: str | None = None
+    #: ``CONTEXTSHIFT_EMBEDDINGS``: ``minilm`` or ``none``.
+    embeddings: str | None = None
+    #: ``CONTEXTSHIFT_COMPACTION_WAIT_SECONDS``: how long a turn waits for another request's running pass.
+    compaction_wait_seconds: float | None = None
+    #: ``CONTEXTSHIFT_INSTANCE_ID``: this instance's id (read by storage/liveness.py).
+    instance_id: str | None = None
+    #: ``CONTEXTSHIFT_HEARTBEAT_SECONDS``: the heartbeat's period (read by storage/liveness.py).
+    heartbeat_seconds: str | None = None
+    #: ``CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS``: when a silent instance is dead (read by storage/liveness.py).
+    heartbeat_expiry_seconds: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings in ``environ`` (default: the process environment), read once.
+
+        Raises:
+            ValueError: a value that cannot be right, naming its variable.
+        """
+        env = os.environ if environ is None else environ
+        text = {f.name: _text(env, f.name.upper()) for f in fields(cls) if f.type == "str | None"}
+        return cls(
+            **text,
+            allowed_hosts=_names(env, "ALLOWED_HOSTS"),
+            provider_hosts=_names(env, "PROVIDER_HOSTS"),
+            session_days=_session_days(env),
+            max_body_bytes=_positive_int(env, "MAX_BODY_BYTES", "bytes"),
+            proxy_audit_hours=_hours(env, "PROXY_AUDIT_HOURS"),
+            compaction_wait_seconds=_seconds(env, "COMPACTION_WAIT_SECONDS"),
+        )
+
+    @staticmethod
+    def variables() -> tuple[str, ...]:
+        """The name of every variable, in the order of the fields."""
+        return tuple(PREFIX + f.name.upper() for f in fields(Settings))
+
+
+__all__ = ["MAX_SESSION_DAYS", "PREFIX", "Settings"]

@@ -1,0 +1,92 @@
+"""Settings in one place (issue 24): every ``CONTEXTSHIFT_*`` variable is a field of ``Settings``, read once and
+checked there, documented in the one table of docs/operations.md, and ``create_app`` takes them from the object it
+is given rather than from the environment."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from contextshift.api.app import create_app
+from contextshift.settings import Settings
+from tests.api.conftest import ADMIN_TOKEN, Server, bearer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_settings_are_read_from_the_environment_given() -> None:
+    settings = Settings.from_env(
+        {
+            "CONTEXTSHIFT_DATABASE_URL": " sqlite:///x.db ",
+            "CONTEXTSHIFT_ALLOWED_HOSTS": "chat.internal, ,box.lan:8700",
+            "CONTEXTSHIFT_MAX_BODY_BYTES": "4096",
+            "CONTEXTSHIFT_SESSION_DAYS": "1.5",
+            "CONTEXTSHIFT_LOGIN_LIMIT": "3/minute",
+            "CONTEXTSHIFT_EMBEDDINGS": "",
+            "OTHER": "ignored",
+        }
+    )
+    assert settings.database_url == "sqlite:///x.db"
+    assert settings.allowed_hosts == ("chat.internal", "box.lan:8700")
+    assert (settings.max_body_bytes, settings.session_days, settings.login_limit) == (4096, 1.5, "3/minute")
+    assert settings.embeddings is None and settings.admin_token is None
+    assert Settings.from_env({}) == Settings()
+    hours = Settings.from_env({"CONTEXTSHIFT_PROXY_AUDIT_HOURS": "-3", "CONTEXTSHIFT_COMPACTION_WAIT_SECONDS": "2.5"})
+    assert (hours.proxy_audit_hours, hours.compaction_wait_seconds) == (0.0, 2.5)
+    assert Settings.from_env({"CONTEXTSHIFT_PROXY_AUDIT_HOURS": "a day"}).proxy_audit_hours is None  # warned
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CONTEXTSHIFT_MAX_BODY_BYTES", "0"),
+        ("CONTEXTSHIFT_MAX_BODY_BYTES", "lots"),
+        ("CONTEXTSHIFT_SESSION_DAYS", "0"),
+        ("CONTEXTSHIFT_SESSION_DAYS", "4000"),
+        ("CONTEXTSHIFT_SESSION_DAYS", "many"),
+        ("CONTEXTSHIFT_COMPACTION_WAIT_SECONDS", "-1"),
+        ("CONTEXTSHIFT_COMPACTION_WAIT_SECONDS", "soon"),
+    ],
+)
+def test_a_value_that_cannot_be_right_is_refused_with_its_name(name: str, value: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        Settings.from_env({name: value})
+
+
+def test_every_variable_the_package_names_is_a_setting_and_in_the_one_table() -> None:
+    named: set[str] = set()
+    for module in (ROOT / "contextshift").rglob("*.py"):
+        named |= set(re.findall(r"CONTEXTSHIFT_[A-Z_]*[A-Z]", module.read_text(encoding="utf-8")))
+    named -= {"CONTEXTSHIFT_KEYS"}  # a marker inside /v1 request bodies (proxy_fit.py), not a variable
+    assert named == set(Settings.variables())
+    table = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8").split("## Settings", 1)[1]
+    documented = set(re.findall(r"^\| `(CONTEXTSHIFT_[A-Z_]+)` \|", table, re.M))
+    assert documented == set(Settings.variables())
+
+
+async def test_create_app_takes_its_settings_from_the_object_not_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTEXTSHIFT_MAX_BODY_BYTES", "1000000")
+    settings = Settings(max_body_bytes=2000, login_limit="100000/minute")
+    app = create_app(f"sqlite:///{tmp_path / 'settings.db'}", admin_token=ADMIN_TOKEN, settings=settings)
+    with Server(app) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers=bearer(ADMIN_TOKEN)) as http:
+            small = await http.post("/api/v2/lorebooks", json={"name": "small"})
+            large = await http.post("/api/v2/lorebooks", json={"name": "x" * 3000})
+    assert small.status_code == 201, small.text
+    assert large.status_code == 413 and large.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+
+
+def test_create_app_passes_the_settings_to_the_services_it_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CONTEXTSHIFT_COMPACTION_WAIT_SECONDS", "99")
+    monkeypatch.setenv("CONTEXTSHIFT_PROXY_AUDIT_HOURS", "99")
+    settings = Settings(compaction_wait_seconds=1.5, proxy_audit_hours=2.0)
+    app = create_app("sqlite:///:memory:", admin_token=ADMIN_TOKEN, settings=settings)
+    assert app.state.compactor.sync_wait == 1.5
+    assert app.state.proxy.audit_ttl == timedelta(hours=2)
+    assert app.state.settings is settings
