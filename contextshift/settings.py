@@ -131,6 +131,8 @@ class Settings:
     heartbeat_seconds: str | None = None
     #: ``CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS``: when a silent instance is dead (read by storage/liveness.py).
     heartbeat_expiry_seconds: str | None = None
+    #: ``CONTEXTSHIFT_RELEASE_MEMORY``: ``0`` turns off giving memory back after large requests (read by api/limits.py).
+    release_memory: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
