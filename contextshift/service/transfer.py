@@ -297,7 +297,7 @@ def _our_message(n: int, m: Any) -> dict[str, Any]:
         "standing": bool(m.get("standing")),
         "alternatives": versions or None,
         "alternative": chosen if versions else None,
-        "summary_ref": m.get("summary_id"),
+        "summary_ref": str(m["summary_id"]) if m.get("summary_id") is not None else None,
         "created_at": m.get("created_at"),
     }
 
@@ -321,6 +321,8 @@ def _ours(data: Mapping[str, Any]) -> ImportedChat:
     for n, s in enumerate(summaries):
         if not isinstance(s, dict) or not isinstance(s.get("content"), str) or not isinstance(s.get("covers"), list):
             raise _invalid(f"summaries[{n}]", "needs its content (text) and covers (a list of message ids)")
+        if not isinstance(s.get("workspaces") or [], list):
+            raise _invalid(f"summaries[{n}].workspaces", "is not a list")
         out.summaries.append(
             {
                 "ref": str(s.get("id") or f"summary-{n}"),
@@ -328,7 +330,7 @@ def _ours(data: Mapping[str, Any]) -> ImportedChat:
                 "covers": [str(c) for c in s["covers"] if str(c) in refs],
                 "workspaces": [str(w) for w in s.get("workspaces") or []],
                 "model": s.get("model"),
-                "superseded_by": s.get("superseded_by"),
+                "superseded_by": str(s["superseded_by"]) if s.get("superseded_by") is not None else None,
                 "anchor_seq": s.get("anchor_seq"),
                 "created_at": s.get("created_at"),
             }
@@ -413,7 +415,8 @@ def _chatgpt(conversation: Any, n: int) -> ImportedChat:
         message = node.get("message")
         if not isinstance(message, dict):
             continue
-        role = (message.get("author") or {}).get("role")
+        author = message.get("author")
+        role = author.get("role") if isinstance(author, dict) else None
         text = _chatgpt_text(message)
         if role in ("user", "assistant", "system") and text.strip():
             out.messages.append(_plain(str(len(out.messages)), role, text))
