@@ -267,6 +267,16 @@ def _text_field(value: Any, where: str) -> str:
 # -- our own document --------------------------------------------------------------------------------------
 
 
+def _is_version(version: Any) -> bool:
+    """Whether a regenerated reply's version has the shape the service stores: content, tool calls, meta."""
+    return (
+        isinstance(version, dict)
+        and (version.get("content") is None or isinstance(version.get("content"), (str, list)))
+        and (version.get("tool_calls") is None or isinstance(version.get("tool_calls"), list))
+        and (version.get("meta") is None or isinstance(version.get("meta"), dict))
+    )
+
+
 def _our_message(n: int, m: Any) -> dict[str, Any]:
     where = f"messages[{n}]"
     if not isinstance(m, dict):
@@ -283,6 +293,9 @@ def _our_message(n: int, m: Any) -> dict[str, Any]:
     chosen = m.get("alternative")
     if versions and not (isinstance(chosen, int) and 0 <= chosen < len(versions)):
         raise _invalid(f"{where}.alternative", "does not name one of its alternatives")
+    for k, version in enumerate(versions or []):
+        if not _is_version(version):
+            raise _invalid(f"{where}.alternatives[{k}]", "is not a version (content, tool_calls, meta)")
     return {
         "ref": str(m.get("id") or n),
         "seq": m.get("seq") if isinstance(m.get("seq"), int) else None,
@@ -323,6 +336,8 @@ def _ours(data: Mapping[str, Any]) -> ImportedChat:
             raise _invalid(f"summaries[{n}]", "needs its content (text) and covers (a list of message ids)")
         if not isinstance(s.get("workspaces") or [], list):
             raise _invalid(f"summaries[{n}].workspaces", "is not a list")
+        if s.get("model") is not None and not (isinstance(s["model"], str) and len(s["model"]) <= 200):
+            raise _invalid(f"summaries[{n}].model", "is not a model name (text, at most 200 characters)")
         out.summaries.append(
             {
                 "ref": str(s.get("id") or f"summary-{n}"),

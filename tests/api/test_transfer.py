@@ -173,6 +173,13 @@ async def test_bad_files_are_refused_with_a_code_and_make_no_chat(service: Servi
         (json.dumps({"mes": "half \ud800 pair", "is_user": True}), 400, "TEXT_NOT_STORABLE"),
         ('{"user_name": "You"}\n{"name": "x"}\n', 422, "IMPORT_INVALID"),
         ("[" * 5000 + "]" * 5000, 400, "IMPORT_NOT_READABLE"),
+        (
+            json.dumps(
+                {**broken, "messages": [{"role": "user", "content": "ok"}, {"role": "user", "name": "n" * 201}]}
+            ),
+            422,
+            "VALIDATION",
+        ),
     ]
     before = await _chat_count(service)
     for content, status, code in cases:

@@ -142,6 +142,18 @@ OURS = {"format": "contextshift.chat", "version": 1, "chat": {}}
             "IMPORT_INVALID",
         ),
         ({"mes": "x", "swipes": ["a", 5], "swipe_id": 0}, "IMPORT_INVALID"),
+        (
+            {**OURS, "messages": [{"role": "user", "content": "x", "alternatives": [5], "alternative": 0}]},
+            "IMPORT_INVALID",
+        ),
+        (
+            {
+                **OURS,
+                "messages": [{"role": "user", "id": "a"}],
+                "summaries": [{"content": "c", "covers": ["a"], "model": 7}],
+            },
+            "IMPORT_INVALID",
+        ),
     ],
 )
 def test_wrong_parts_of_known_formats_are_refused_with_a_code(document: dict[str, object], code: str) -> None:
