@@ -10,7 +10,7 @@ from tests.fakes.server import Reply
 
 from .conftest import Account, Service
 
-IMPORT = "/api/v2/chats/import"
+IMPORT = "/api/v2/chat-imports"
 
 
 async def _messages(service: Service, chat_id: str) -> list[dict[str, Any]]:

@@ -77,7 +77,7 @@ async def export_chat(
 
 
 @router.post(
-    "/chats/import",
+    "/chat-imports",
     status_code=status.HTTP_201_CREATED,
     response_model=ChatsImported,
     responses=error_responses(404),

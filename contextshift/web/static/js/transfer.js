@@ -77,7 +77,7 @@ export function importForm({ store, go }) {
     replace(status, `Reading ${chosen.name}…`);
     try {
       const content = await chosen.text();
-      const done = await post("/chats/import", { bot_id: botSelect.value, content, filename: chosen.name });
+      const done = await post("/chat-imports", { bot_id: botSelect.value, content, filename: chosen.name });
       const count = done.chats.length;
       replace(status, `Imported ${count} chat${count === 1 ? "" : "s"} (${done.messages} message${done.messages === 1 ? "" : "s"}).`);
       toast(`Imported ${count} chat${count === 1 ? "" : "s"} from ${chosen.name}.`);
