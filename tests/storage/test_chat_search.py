@@ -91,3 +91,14 @@ def test_every_key_is_a_beginning_of_a_word_of_the_query(query: str) -> None:
     assert len(keys) <= 12
     for key in keys:
         assert key and any(word.startswith(key) for word in words)
+
+
+async def test_words_in_content_parts_are_found(db: Database) -> None:
+    seeded = await seed_chat(db)
+    async with db.session() as session:
+        (row,) = await Repositories(session).messages.append_many(
+            seeded.chat_id, [{"role": "user", "content": [{"type": "text", "text": "我叫山姆，住在Москве 🎉"}]}]
+        )
+    assert await found(db, "山姆") == [(seeded.chat_id, row.id)]
+    assert await found(db, "москва") == [(seeded.chat_id, row.id)]
+    assert await found(db, "🎉") == [(seeded.chat_id, row.id)]
