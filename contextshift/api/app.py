@@ -46,6 +46,7 @@ from .routes import (
     jobs,
     openai_compat,
     proxy_audits,
+    transfer,
     users,
 )
 
@@ -53,7 +54,7 @@ API_PREFIX = "/api/v2"
 #: The API's dependencies: every route under ``/api/v2`` has a signed-in caller (N2).
 API_DEPENDENCIES = [Depends(caller)]
 #: The routers under API_PREFIX.
-API_MODULES = (catalog, bots, chats, generation, compaction, users, proxy_audits, examples, jobs)
+API_MODULES = (catalog, bots, transfer, chats, generation, compaction, users, proxy_audits, examples, jobs)
 #: Operations that never answer 503 DATABASE_BUSY: /healthz reads without the write lock and answers its own 503
 #: (its Health body, ``database_status: unavailable``) when the database does not answer.
 DATABASE_FREE = frozenset({"/healthz"})

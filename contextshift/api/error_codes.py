@@ -30,6 +30,7 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     "HOST_NOT_ALLOWED": ErrorCode(400, "The Host header names a host this service does not answer to"),
     "JSON_TOO_DEEP": ErrorCode(400, "The body nests arrays and objects deeper than the limit (params.limit)"),
     "TEXT_NOT_STORABLE": ErrorCode(400, "The body holds text no database stores: NUL or a lone surrogate"),
+    "IMPORT_NOT_READABLE": ErrorCode(400, "The imported file is neither JSON nor JSON Lines, or nests too deeply"),
     # 401 and 429: who is calling
     "AUTH_REQUIRED": ErrorCode(401, "No token: send Authorization: Bearer <token>"),
     "AUTH_INVALID": ErrorCode(401, "The token is wrong, revoked, or its user is disabled"),
@@ -68,6 +69,13 @@ ERROR_CODES: Mapping[str, ErrorCode] = {
     "USER_NAME_TAKEN": ErrorCode(409, "Another user has that name"),
     # 422: well-formed, but a rule forbids it
     "VALIDATION": ErrorCode(422, "A field is missing or has a value it may not have (params.errors)"),
+    "IMPORT_FORMAT_UNKNOWN": ErrorCode(422, "The imported file is JSON but no chat export contextshift reads"),
+    "IMPORT_INVALID": ErrorCode(
+        422,
+        "The imported file is of a known format, but a part of it is wrong (params.where)",
+    ),
+    "IMPORT_EMPTY": ErrorCode(422, "The imported file holds no message to import"),
+    "IMPORT_TOO_LARGE": ErrorCode(422, "The imported file holds more chats or messages than one import takes"),
     "ALTERNATIVE_NOT_FOUND": ErrorCode(422, "The message has no version with that number (params.alternatives)"),
     "TOKEN_BUDGET_EXCEEDED": ErrorCode(422, "The protected context alone does not fit the prompt budget"),
     "RESPONSE_RESERVE_TOO_LARGE": ErrorCode(422, "The reply reserve alone takes the whole context window"),

@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ...core.search_keys import search_keys
 from ..tables import ChatRow, MessageRow
 
 #: The tables, triggers, column and index the search uses (not in ``tables.py``: the schema diff skips them).
-SEARCH_OBJECTS = ("messages_fts", "ix_messages_search", "search_vector")
+SEARCH_OBJECTS = ("messages_fts", "ix_messages_search", "search_vector", "messages_trigram", "ix_messages_trigram")
 MAX_WORDS = 12
 #: A word more than this many of the chat's messages hold says little about which ones to recall; it is
 #: left out of the search, so a search reads at most about ``MAX_WORDS`` × this many index entries however
@@ -147,6 +148,39 @@ async def search_history(
 
 #: At most this many matching messages are read to find the chats a search hits (the newest match each).
 CHAT_SEARCH_SCAN = 500
+#: A key this long or longer is matched through the SQLite trigram index; a shorter one by ``LIKE``.
+TRIGRAM = 3
+#: The message's text on PostgreSQL, exactly as migration 0022's trigram index reads it.
+_PG_TEXT = "(coalesce(content #>> '{}', '') || ' ' || coalesce(tool_calls::text, ''))"
+
+
+def _like(key: str) -> str:
+    escaped = key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _substring_ids(dialect: str, keys: Sequence[str]) -> tuple[str, dict[str, object]]:
+    """A statement giving the ids of the newest messages holding every key as a substring (case-folded)."""
+    params: dict[str, object] = {"scan": CHAT_SEARCH_SCAN}
+    if dialect == "sqlite":
+        conditions: list[str] = []
+        long = [k for k in keys if len(k) >= TRIGRAM]
+        if long:  # through the trigram index: each quoted key is a substring match
+            conditions.append("messages_trigram MATCH :match")
+            params["match"] = " AND ".join('"' + k.replace('"', '""') + '"' for k in long)
+        for n, key in enumerate(k for k in keys if len(k) < TRIGRAM):
+            conditions.append(f"t.body LIKE :like{n} ESCAPE '\\'")
+            params[f"like{n}"] = _like(key)
+        return (
+            "SELECT m.id FROM messages_trigram AS t JOIN messages AS m ON m.rowid = t.rowid "
+            f"WHERE {' AND '.join(conditions)} ORDER BY m.created_at DESC LIMIT :scan",
+            params,
+        )
+    conditions = []
+    for n, key in enumerate(keys):
+        conditions.append(f"{_PG_TEXT} ILIKE :like{n} ESCAPE '\\'")
+        params[f"like{n}"] = _like(key)
+    return f"SELECT id FROM messages WHERE {' AND '.join(conditions)} ORDER BY created_at DESC LIMIT :scan", params
 
 
 async def search_chats(
@@ -154,8 +188,10 @@ async def search_chats(
 ) -> list[tuple[str, MessageRow | None]]:
     """Chats whose title holds ``query`` or one of whose messages holds all its words, most recently updated
     first: ``(chat id, the newest matching message or None for a title hit)``. ``owner_id`` limits it to one
-    user's chats. Content is matched through the full-text index (stemmed words), titles by substring."""
-    terms = _words([query])
+    user's chats. Titles match by substring; messages hold each word's key (``core.search_keys``: its stem
+    where a stemmer knows its script, else the word) as a case-folded substring, so CJK words inside a
+    sentence, other word forms and emoji are found, through migration 0022's trigram index."""
+    keys = search_keys(query)
     needle = query.strip().lower()
     if not needle:
         return []
@@ -163,19 +199,9 @@ async def search_chats(
     titled = select(ChatRow.id).where(*owned, func.lower(ChatRow.title).contains(needle, autoescape=True))
     hits: dict[str, MessageRow | None] = {str(i): None for i in await session.scalars(titled.limit(limit))}
     dialect = session.get_bind().dialect.name
-    if terms and dialect in ("sqlite", "postgresql"):
-        if dialect == "sqlite":
-            match = " AND ".join(f'"{t}"' for t in terms)
-            ids = text(
-                "SELECT m.id FROM messages_fts JOIN messages AS m ON m.rowid = messages_fts.rowid "
-                "WHERE messages_fts MATCH :match ORDER BY m.created_at DESC LIMIT :scan"
-            ).bindparams(match=f"body : ({match})", scan=CHAT_SEARCH_SCAN)
-        else:
-            ids = text(
-                "SELECT id FROM messages WHERE search_vector @@ plainto_tsquery('english', :query) "
-                "ORDER BY created_at DESC LIMIT :scan"
-            ).bindparams(query=" ".join(terms), scan=CHAT_SEARCH_SCAN)
-        found = [str(r[0]) for r in await session.execute(ids)]
+    if keys and dialect in ("sqlite", "postgresql"):
+        statement, params = _substring_ids(dialect, keys)
+        found = [str(r[0]) for r in await session.execute(text(statement), params)]
         if found:
             rows = (
                 select(MessageRow)

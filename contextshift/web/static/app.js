@@ -11,6 +11,8 @@ import { onboardingView } from "./js/onboarding.js";
 import { endpointView } from "./js/endpoint.js";
 import { reloadAt, signInView, signOut } from "./js/signin.js";
 import { accountView } from "./js/account.js";
+import { importForm } from "./js/transfer.js";
+import { showMessage } from "./js/jump.js";
 
 // -- sidebar: chats list and "new chat" ------------------------------------------------------------------
 
@@ -196,8 +198,17 @@ function searchResults() {
           {
             href: `#/chat/${chat.id}`,
             dataset: { chatId: chat.id, messageId: message?.id || "" },
-            // The chat opens on the message that matched (when it is among the loaded ones).
-            onclick: () => (store.pendingFocus = message ? { chatId: chat.id, messageId: message.id } : null),
+            // The chat opens on the message that matched (when it is among the loaded ones); in the chat that is
+            // already open, the address stays the same: the chat view scrolls to it at once.
+            onclick: (event) => {
+              if (message && location.hash === `#/chat/${chat.id}`) {
+                event.preventDefault();
+                closeMenu();
+                showMessage(chat.id, message.id);
+                return;
+              }
+              store.pendingFocus = message ? { chatId: chat.id, messageId: message.id } : null;
+            },
           },
           h("span.chat-title", chatTitle(chat)),
           h("span.chat-sub", message ? h("span.search-excerpt", `#${message.seq}: ${message.excerpt}`) : "title matches"),
@@ -388,6 +399,7 @@ async function homeView(main) {
         h("a.button", { href: "#/bots" }, "Bots"),
         h("a.button", { href: "#/providers" }, "Providers & models"),
       ),
+      importForm({ store, go }),
     ),
   );
   return null;

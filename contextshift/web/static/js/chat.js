@@ -11,6 +11,8 @@ import { chatHistory } from "./history.js";
 import { contextMeter } from "./meter.js";
 import { plainText } from "./message.js";
 import { markdown } from "./markdown.js";
+import { exportMenu } from "./transfer.js";
+import { onShowMessage } from "./jump.js";
 
 const PREVIEW_DELAY = 400;
 const COMMANDS = [
@@ -143,6 +145,7 @@ export async function chatView(main, [chatId], { store, go }) {
       h("button.small", { type: "button", onclick: () => openInspector("status") }, "Status"),
       h("button.small", { type: "button", onclick: () => openInspector("prompt", st.audit ? "audit" : "preview") }, "Prompt"),
       h("button.small", { type: "button", onclick: () => openInspector("memories") }, "Memories"),
+      exportMenu(chat),
       h(
         "button.small.danger-outline",
         { type: "button", "aria-label": "Delete chat", onclick: () => deleteChat() },
@@ -565,10 +568,12 @@ export async function chatView(main, [chatId], { store, go }) {
   store.pendingFocus = null;
   if (found?.chatId === chat.id && ctx.messageById(found.messageId)) ctx.focusMessage(found.messageId);
   else if (!typingOutside(main)) composer.focus(); // not when the user went on to rename the chat in the sidebar
+  const unjump = onShowMessage(chat.id, (id) => ctx.messageById(id) && ctx.focusMessage(id)); // a search hit
 
   return () => {
     st.disposed = true;
     unwatch();
+    unjump();
     schedulePreview.cancel();
     previewAbort?.abort();
     st.streaming?.controller.abort();
