@@ -17,11 +17,13 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import threading
+from array import array
 from bisect import bisect_right
 from collections import Counter as Tally
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .messages import Message
 from .vocabulary import SUMMARY_HEADER
@@ -66,19 +68,6 @@ _STOPWORDS = frozenset(
 )
 
 
-class _Unit(NamedTuple):
-    """One distinct sentence of the dropped history, scored (a named tuple: tens of thousands are made per
-    call on a long chat, and a tuple is made several times faster than a frozen dataclass)."""
-
-    order: int  # chronological position
-    role: str
-    workspace: str | None
-    text: str
-    score: float
-    terms: frozenset[str] = frozenset()
-    shape: str = ""
-
-
 class _Sentence(NamedTuple):
     """What a sentence is worth apart from the rest of the history: worked out once per message text."""
 
@@ -93,12 +82,6 @@ class _Sentence(NamedTuple):
     question: bool
     short: bool
     shape: str
-
-
-def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a or not b:
-        return 0.0
-    return len(a & b) / len(a | b)
 
 
 def _cut_at_word(text: str, limit: int) -> str:
@@ -152,60 +135,9 @@ def _analysed(text: str) -> tuple[_Sentence, ...]:
     return tuple(out)
 
 
-def _units(messages: Sequence[Message]) -> list[_Unit]:
-    """The distinct sentences of ``messages`` (the first of repeated ones), scored, in chronological order.
-
-    Linear in the sentences: each message's sentences are analysed once (:func:`_analysed`), and a word's
-    rarity is worked out once per word rather than once per sentence that holds it.
-    """
-    seen: set[str] = set()
-    distinct: list[tuple[int, Message, _Sentence]] = []
-    order = 0
-    for message in messages:
-        for sentence in _analysed(message.text):
-            key = sentence.key
-            if key and key not in seen:
-                seen.add(key)
-                distinct.append((order, message, sentence))
-            order += 1
-    document_frequency: Tally[str] = Tally()
-    for _, _, sentence in distinct:
-        document_frequency.update(sentence.terms)
-    total = max(1, len(distinct))
-    weight = {w: math.log(1 + total / df) for w, df in document_frequency.items()}
-    worth = weight.__getitem__
-    units = []
-    for order, message, sentence in distinct:
-        if not sentence.text:
-            continue
-        score = sum(map(worth, sentence.content)) / sentence.length + sentence.names + sentence.numbers
-        if sentence.decision:
-            score += 2.0
-        if sentence.question:
-            score += 1.5
-        if sentence.short:
-            score -= 1.0
-        units.append(
-            _Unit(order, message.role, message.workspace, sentence.text, score, sentence.terms, sentence.shape)
-        )
-    return units
-
-
 def shape_of(sentence: str) -> str:
     """The sentence with its names and numbers blanked: sentences that differ only in those share a shape."""
     return " ".join(_SHAPE_NUMBER.sub("#", _SHAPE_NAME.sub("N", sentence)).lower().split())
-
-
-def _line(unit: _Unit, with_workspace: bool) -> str:
-    where = f"[{unit.workspace}] " if with_workspace and unit.workspace else ""
-    return f"- {where}{unit.role}: {unit.text}"
-
-
-def _render(units: Sequence[_Unit], with_workspace: bool) -> str:
-    lines = [SUMMARY_HEADER]
-    for unit in sorted(units, key=lambda u: u.order):
-        lines.append(_line(unit, with_workspace))
-    return "\n".join(lines)
 
 
 @lru_cache(maxsize=1 << 16)
@@ -217,15 +149,206 @@ def _stems(text: str) -> tuple[str, ...]:
     return tuple(terms([text.replace("_", " ")])[0])
 
 
+class _History:
+    """What the summary of one dropped history needs that does not depend on the query, built once and
+    extended when the history grows (a chat's next turn drops the same history plus a few messages).
+
+    One row per distinct sentence with text (a *unit*), in chronological order, in flat columns: its
+    content words as ids into ``vocabulary`` (sorted, so rarity sums them in one order: S7) and what it is
+    worth apart from rarity. Rarity (a word's document frequency over the distinct sentences) changes as the
+    history grows, so scores are recomputed from the columns with numpy, never per sentence in Python.
+    """
+
+    def __init__(self) -> None:
+        self.signature: list[tuple[str, str | None, str]] = []  # (role, workspace, text) of each message
+        self.seen: set[str] = set()  # the keys of the distinct sentences
+        self.sentences = 0  # every sentence, repeated ones too: the next unit's order
+        self.vocabulary: dict[str, int] = {}
+        self.frequency_ids = array("i")  # the content word ids of every distinct sentence (for rarity)
+        self.content_ids = array("i")  # the content word ids of every unit, unit after unit
+        self.owners = array("i")  # the unit each of ``content_ids`` belongs to
+        self.orders = array("q")
+        self.lengths = array("d")
+        self.names = array("d")
+        self.numbers = array("d")
+        self.bonus = array("b")  # bit 1: a decision, bit 2: a question, bit 4: short
+        self.roles: list[str] = []
+        self.workspaces: list[str | None] = []
+        self.texts: list[str] = []
+        self.terms: list[frozenset[str]] = []
+        self.shapes: list[str] = []
+        self.workspace_names: set[str] = set()
+        self._scored: tuple[list[float], float, list[int], list[int]] | None = None
+        self.index: _StemIndex | None = None  # built on the first query
+        self.restated: dict[tuple[int, frozenset[str], str], bool] = {}
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def absorb(self, messages: Sequence[Message], signature: Sequence[tuple[str, str | None, str]]) -> None:
+        """Add ``messages`` (the history's newest, after what it holds) to it."""
+        vocabulary, seen = self.vocabulary, self.seen
+        for message in messages:
+            if message.workspace:
+                self.workspace_names.add(message.workspace)
+            for sentence in _analysed(message.text):
+                key = sentence.key
+                self.sentences += 1
+                if not key or key in seen:
+                    continue
+                seen.add(key)
+                ids = [vocabulary.setdefault(word, len(vocabulary)) for word in sentence.content]
+                self.frequency_ids.extend(ids)
+                if sentence.text:
+                    self._add_unit(message, sentence, ids)
+        self.signature.extend(signature)
+        self._scored = None
+        if self.index is not None:
+            self.index.extend(self.texts)
+
+    def _add_unit(self, message: Message, sentence: _Sentence, ids: list[int]) -> None:
+        unit = len(self.texts)
+        self.content_ids.extend(ids)
+        self.owners.extend([unit] * len(ids))
+        self.orders.append(self.sentences - 1)
+        self.lengths.append(sentence.length)
+        self.names.append(sentence.names)
+        self.numbers.append(sentence.numbers)
+        self.bonus.append(sentence.decision | sentence.question << 1 | sentence.short << 2)
+        self.roles.append(message.role)
+        self.workspaces.append(message.workspace)
+        self.texts.append(sentence.text)
+        self.terms.append(sentence.terms)
+        self.shapes.append(sentence.shape)
+
+    def scored(self) -> tuple[list[float], float, list[int], list[int]]:
+        """Each unit's score, the best score (1.0 if none is positive), the units by score (best first, the
+        later of equal ones first) and by score over the best (so, as the query-aware heap orders them)."""
+        if self._scored is None:
+            import numpy as np  # on first use (N4)
+
+            units = len(self)
+            frequency = np.bincount(_column(self.frequency_ids, np.int32), minlength=len(self.vocabulary))
+            distinct = max(1, len(self.seen))
+            weight = np.array([math.log(1 + distinct / df) if df else 0.0 for df in frequency.tolist()])
+            ids = _column(self.content_ids, np.int32)
+            rarity = np.bincount(_column(self.owners, np.int32), weights=weight[ids], minlength=units)
+            score = rarity / _column(self.lengths, np.float64) + _column(self.names, np.float64)
+            score += _column(self.numbers, np.float64)
+            bonus = _column(self.bonus, np.int8)
+            score += np.where(bonus & 1, 2.0, 0.0)
+            score += np.where(bonus & 2, 1.5, 0.0)
+            score -= np.where(bonus & 4, 1.0, 0.0)
+            orders = _column(self.orders, np.int64)
+            top = float(score.max()) if units else 1.0
+            top = top or 1.0
+            by_score = np.lexsort((-orders, -score)).tolist()
+            by_value = np.lexsort((-orders, -(score / top))).tolist()
+            self._scored = (score.tolist(), top, by_score, by_value)
+        return self._scored
+
+    def line(self, unit: int, with_workspace: bool, text: str | None = None) -> str:
+        workspace = self.workspaces[unit]
+        where = f"[{workspace}] " if with_workspace and workspace else ""
+        return f"- {where}{self.roles[unit]}: {self.texts[unit] if text is None else text}"
+
+
+def _column(values: array[Any], dtype: Any) -> Any:
+    """A numpy copy of an array column (a copy: the column keeps growing)."""
+    import numpy as np
+
+    return np.frombuffer(values, dtype=dtype).copy() if len(values) else np.zeros(0, dtype=dtype)
+
+
+class _StemIndex:
+    """The units' words as BM25 sees them, and for each word the units holding it (ascending) and how often."""
+
+    def __init__(self) -> None:
+        self.stems: list[frozenset[str]] = []
+        self.lengths = array("q")
+        self.postings: dict[str, tuple[array[int], array[int]]] = {}
+        self.questions: list[bool] = []
+
+    def extend(self, texts: Sequence[str]) -> None:
+        postings = self.postings
+        for unit in range(len(self.stems), len(texts)):
+            text = texts[unit]
+            stems = _stems(text)
+            self.stems.append(frozenset(stems))
+            self.lengths.append(len(stems))
+            self.questions.append(text.rstrip().endswith("?"))
+            for stem, times in Tally(stems).items():
+                posting = postings.get(stem)
+                if posting is None:
+                    posting = postings[stem] = (array("i"), array("i"))
+                posting[0].append(unit)
+                posting[1].append(times)
+
+    def scores(self, term: str, length_weight: float) -> tuple[list[int], list[float]]:
+        """The units holding ``term`` and its BM25 score in each: :func:`relevance.bm25_term_matrix`'s row
+        for it (bm25s' arithmetic, to the bit), from the term's own units instead of every unit's words."""
+        import numpy as np
+
+        from .relevance import BM25_K1
+
+        posting = self.postings.get(term)
+        if posting is None:
+            return [], []
+        units = _column(posting[0], np.int32)
+        counts = _column(posting[1], np.int32).astype(np.float32)
+        lengths = _column(self.lengths, np.int64)
+        documents, df = len(lengths), len(units)
+        idf = np.float32(math.log(1 + (documents - df + 0.5) / (df + 0.5)))
+        norm = BM25_K1 * ((1 - length_weight) + length_weight * lengths[units] / lengths.mean())
+        row = (idf * (counts / (norm + counts))).astype(np.float32)
+        return units.tolist(), row.tolist()
+
+
+#: The histories summarized last, newest last: a chat's next turn finds its own and extends it.
+_HISTORIES: list[_History] = []
+_KEPT_HISTORIES = 4
+_LOCK = threading.Lock()
+
+
+def _history(messages: Sequence[Message]) -> _History:
+    """The history of ``messages``: one summarized before (the same messages, or their first ones), extended
+    by the rest, or a new one. The caller holds ``_LOCK``."""
+    signature: list[tuple[str, str | None, str]] = [(m.role, m.workspace, m.text) for m in messages]
+    for position in range(len(_HISTORIES) - 1, -1, -1):
+        known = _HISTORIES[position]
+        size = len(known.signature)
+        if size <= len(signature) and known.signature == signature[:size]:
+            del _HISTORIES[position]
+            if size < len(signature):
+                known.absorb(messages[size:], signature[size:])
+            break
+    else:
+        known = _History()
+        known.absorb(messages, signature)
+    _HISTORIES.append(known)
+    del _HISTORIES[:-_KEPT_HISTORIES]
+    return known
+
+
+def clear_caches() -> None:
+    """Forget every analysis kept between calls (the next summary starts cold)."""
+    with _LOCK:
+        _HISTORIES.clear()
+    _analysed.cache_clear()
+    _stems.cache_clear()
+
+
 def _restated(
     index: int,
     matched: frozenset[str],
     rarest: Sequence[int],
-    words_of: Mapping[int, frozenset[str]],
-    questions: set[int],
-) -> bool:
+    words_of: Sequence[frozenset[str]],
+    questions: Sequence[bool],
+) -> tuple[bool, bool]:
     """Whether a later sentence restates sentence ``index`` with a change: it holds every query word the
-    sentence matched, adds a word and drops one, and shares at least ``SAME_STATEMENT`` of their words.
+    sentence matched, adds a word and drops one, and shares at least ``SAME_STATEMENT`` of their words; and
+    whether the answer is final (it is True, or all ``RESTATEMENT_REACH`` sentences were looked at, so a
+    sentence the history gains later cannot change it).
 
     ``rarest`` lists the sentences holding its rarest matched query word, ascending; only the next
     ``RESTATEMENT_REACH`` of them are looked at (comparing each sentence with every later one holding a
@@ -237,21 +360,75 @@ def _restated(
     mine = words_of[index]
     size = len(mine)
     if not size:
-        return False
+        return False, True
     start = bisect_right(rarest, index)
     low, high = SAME_STATEMENT * size - 1e-9, size / SAME_STATEMENT + 1e-9
-    for other in rarest[start : start + RESTATEMENT_REACH]:
+    window = rarest[start : start + RESTATEMENT_REACH]
+    for other in window:
         theirs = words_of[other]
         count = len(theirs)
-        if not low <= count <= high or other in questions or not matched <= theirs:
+        if not low <= count <= high or questions[other] or not matched <= theirs:
             continue
-        shared = len(mine & theirs)  # it adds a word, drops one, and shares enough (_overlap's share)
+        shared = len(mine & theirs)  # it adds a word, drops one, and shares enough (a Jaccard share)
         if count > shared and size > shared and shared / (size + count - shared) >= SAME_STATEMENT:
-            return True
-    return False
+            return True, True
+    return False, len(window) == RESTATEMENT_REACH
 
 
-def _by_relevance(units: list[_Unit], query: str, count: Callable[[str], int]) -> list[_Unit] | None:
+class _Matches(NamedTuple):
+    """What a query matches in a history: each matched unit's query words and their BM25 scores (in the
+    query's word order), how many units hold each word, the best unit's total, and the rare words."""
+
+    matched: dict[int, dict[str, float]]
+    frequency: dict[str, int]
+    best: float
+    rare: set[str]
+
+
+def _matches(history: _History, words: list[str]) -> _Matches | None:
+    index = history.index
+    if index is None:
+        index = history.index = _StemIndex()
+        index.extend(history.texts)
+    matched: dict[int, dict[str, float]] = {}
+    frequency: dict[str, int] = {}
+    for term in words:
+        units, scores = index.scores(term, 0.3)
+        frequency[term] = len(units)
+        for unit, score in zip(units, scores, strict=True):
+            matched.setdefault(unit, {})[term] = score
+    if not matched:
+        return None
+    matched = dict(sorted(matched.items()))
+    best = max(sum(m.values()) for m in matched.values())
+    if best <= 0:
+        return None
+    rare = {t for t, df in frequency.items() if 0 < df <= max(2, 0.03 * len(history))}
+    return _Matches(matched, frequency, best, rare)
+
+
+def _dropped(history: _History, found: _Matches) -> set[int]:
+    """The matched units a later sentence restates with a change (verdicts kept with the history)."""
+    assert history.index is not None
+    index, memo, frequency = history.index, history.restated, found.frequency
+    if len(memo) > 1 << 18:
+        memo.clear()
+    dropped: set[int] = set()
+    for unit, m in found.matched.items():
+        words = frozenset(m)
+        rarest = min(m, key=lambda t: (frequency[t], t))
+        key = (unit, words, rarest)
+        verdict = memo.get(key)
+        if verdict is None:
+            verdict, final = _restated(unit, words, index.postings[rarest][0], index.stems, index.questions)
+            if final:
+                memo[key] = verdict
+        if verdict:
+            dropped.add(unit)
+    return dropped
+
+
+def _by_relevance(history: _History, query: str) -> list[int] | None:
     """Units in the order a query-aware summary takes them (None: the query matches nothing).
 
     Each sentence is scored with BM25 against the query. A sentence a later one restates with a change
@@ -260,86 +437,73 @@ def _by_relevance(units: list[_Unit], query: str, count: Callable[[str], int]) -
     sentence only counts as relevant while it holds a rare query word not covered yet; sentences that are
     not relevant keep at most ``PER_SHAPE`` of each shape.
 
-    Only the sentences that hold a query word are compared with each other (through the lists of sentences
-    holding each word); the rest cost one heap entry each.
+    Only the sentences that hold a query word are in a heap; the rest keep the history's order by value
+    (their value does not change) and are merged with it.
     """
-    import numpy as np  # on first use (N4); bm25s, which the relevance module loads, needs it anyway
-
     from .recall import query_words  # the same query analysis as the recall strategy
-    from .relevance import bm25_term_matrix
 
     words = sorted(set(query_words(query)))
-    if not words:
+    found = _matches(history, words) if words else None
+    if found is None:
         return None
-    stems = [_stems(u.text) for u in units]
-    matrix = bm25_term_matrix(words, stems, length_weight=0.3)
-    # Each sentence's matched query words and their scores, in the query's word order (their sum is taken
-    # in that order), for the sentences that match at all.
-    matched: dict[int, dict[str, float]] = {}
-    frequency: dict[str, int] = {}
-    containing: dict[str, list[int]] = {}
-    for term, row in zip(dict.fromkeys(words), matrix, strict=True):
-        where = np.flatnonzero(row > 0)
-        frequency[term] = len(where)
-        for index, score in zip(where.tolist(), row[where].tolist(), strict=True):
-            matched.setdefault(index, {})[term] = score
-    if not matched:
-        return None
-    matched = dict(sorted(matched.items()))
-    best = max(sum(m.values()) for m in matched.values())
-    if best <= 0:
-        return None
-    rare = {t for t, df in frequency.items() if 0 < df <= max(2, 0.03 * len(units))}
-    for index, m in matched.items():
-        for term in m:
-            containing.setdefault(term, []).append(index)
-    words_of = {i: frozenset(stems[i]) for i in matched}
-    questions = {i for i in matched if units[i].text.rstrip().endswith("?")}
-    dropped: set[int] = set()
-    for index, m in matched.items():
-        rarest = min(m, key=lambda t: (frequency[t], t))
-        if _restated(index, frozenset(m), containing[rarest], words_of, questions):
-            dropped.add(index)
+    matched, frequency, best, rare = found
+    dropped = _dropped(history, found)
+    score, top, _, by_value = history.scored()
+    orders = history.orders
     weight = dict.fromkeys(words, 1.0)
-    top = max((u.score for u in units), default=1.0) or 1.0
     nothing: dict[str, float] = {}
 
-    def relevance(index: int) -> float:
-        m = matched.get(index, nothing)
+    def relevance(unit: int) -> float:
+        m = matched.get(unit, nothing)
         if not m or (rare and not any(weight[t] == 1.0 for t in m if t in rare)):
             return 0.0
         return sum(weight[t] * v for t, v in m.items()) / best
 
-    def value(index: int) -> float:
-        return units[index].score / top + RELEVANCE_WEIGHT * relevance(index)
-
-    heap = [(-value(i), -units[i].order, i) for i in range(len(units)) if i not in dropped]
+    heap = [(-(score[u] / top + RELEVANCE_WEIGHT * relevance(u)), -orders[u], u) for u in matched if u not in dropped]
     heapq.heapify(heap)
-    ordered: list[_Unit] = []
-    shapes: Tally[str] = Tally()
-    while heap:
-        _, order, index = heapq.heappop(heap)
-        current = value(index)
-        if heap and current < -heap[0][0] - 1e-12:
-            heapq.heappush(heap, (-current, order, index))
+    rest = [u for u in by_value if u not in matched]  # their value is score / top: in by_value's order
+    ordered: list[int] = []
+    shapes: dict[str, int] = {}
+    shapes_of = history.shapes
+    position, end = 0, len(rest)
+    while heap or position < end:
+        if position < end:
+            unit = rest[position]
+            head = (-(score[unit] / top), -orders[unit], unit)
+            if not heap or head < heap[0]:
+                position += 1
+                shape = shapes_of[unit]
+                seen = shapes.get(shape, 0)
+                if seen < PER_SHAPE:
+                    shapes[shape] = seen + 1
+                    ordered.append(unit)
+                continue
+        _, _, unit = heapq.heappop(heap)
+        current = score[unit] / top + RELEVANCE_WEIGHT * relevance(unit)
+        following = max(
+            -heap[0][0] if heap else -math.inf, score[rest[position]] / top if position < end else -math.inf
+        )
+        if current < following - 1e-12:
+            heapq.heappush(heap, (-current, -orders[unit], unit))
             continue
-        unit = units[index]
-        relevant = relevance(index) >= RELEVANT
+        relevant = relevance(unit) >= RELEVANT
         if not relevant:
-            if shapes[unit.shape] >= PER_SHAPE:
+            shape = shapes_of[unit]
+            seen = shapes.get(shape, 0)
+            if seen >= PER_SHAPE:
                 continue  # one more line of a kind already shown
-            shapes[unit.shape] += 1
+            shapes[shape] = seen + 1
         ordered.append(unit)
-        rare_here = [t for t in matched.get(index, nothing) if t in rare]
+        rare_here = [t for t in matched.get(unit, nothing) if t in rare]
         if relevant and rare_here:
             weight[min(rare_here, key=lambda t: (frequency[t], t))] *= COVERED
     return ordered
 
 
-def _near_duplicate(unit: _Unit, chosen: Sequence[_Unit], holding: Mapping[str, list[int]]) -> bool:
-    """Whether ``unit`` shares more than ``NEAR_DUPLICATE`` of its words with a chosen line; only the chosen
-    lines that share a word with it are looked at (``holding``: the chosen lines holding each word)."""
-    mine = unit.terms
+def _near_duplicate(mine: frozenset[str], chosen: Sequence[frozenset[str]], holding: Mapping[str, list[int]]) -> bool:
+    """Whether a line with the words ``mine`` shares more than ``NEAR_DUPLICATE`` of them with a chosen
+    line; only the chosen lines that share a word with it are looked at (``holding``: the chosen lines
+    holding each word)."""
     if not mine:
         return False
     shared: dict[int, int] = {}  # a plain dict: a Counter costs more to make than this loop on a few lines
@@ -350,7 +514,12 @@ def _near_duplicate(unit: _Unit, chosen: Sequence[_Unit], holding: Mapping[str, 
             for line in lines:
                 shared[line] = get(line, 0) + 1
     size = len(mine)
-    return any(n / (size + len(chosen[c].terms) - n) > NEAR_DUPLICATE for c, n in shared.items())
+    return any(n / (size + len(chosen[c]) - n) > NEAR_DUPLICATE for c, n in shared.items())
+
+
+def _render(history: _History, lines: Sequence[tuple[int, str]]) -> str:
+    """The summary: the header, then the lines ``(order, line)`` in chronological order."""
+    return "\n".join([SUMMARY_HEADER, *(line for _, line in sorted(lines))])
 
 
 def extractive_summary(
@@ -360,49 +529,68 @@ def extractive_summary(
 
     With a ``query`` (the current input and the newest turns), sentences relevant to it come first.
     """
-    units = _units(messages)
-    if not units:
-        return None
-    with_workspace = len({m.workspace for m in messages if m.workspace}) > 1
-    header = count(SUMMARY_HEADER)
-    if header >= target_tokens:
-        return None
-    ranked = (_by_relevance(units, query, count) if query.strip() else None) or sorted(
-        units, key=lambda u: (-u.score, -u.order)
-    )
-    rank = {u.order: position for position, u in enumerate(ranked)}
-    chosen: list[_Unit] = []
+    with _LOCK:
+        history = _history(messages)
+        if not len(history):
+            return None
+        header = count(SUMMARY_HEADER)
+        if header >= target_tokens:
+            return None
+        ranked = (_by_relevance(history, query) if query.strip() else None) or history.scored()[2]
+        return _fill(history, ranked, count, target_tokens, header)
+
+
+def _fill(history: _History, ranked: list[int], count: Callable[[str], int], target: int, header: int) -> str | None:
+    """The summary of the ``ranked`` units that fits ``target``: the best that fit and say something new."""
+    with_workspace = len(history.workspace_names) > 1
+    chosen: list[tuple[int, str]] = []  # (order, line)
+    words: list[frozenset[str]] = []
+    rank: list[int] = []
     holding: dict[str, list[int]] = {}  # the chosen lines holding each word
     used = header
     lead = SUMMARY_HEADER + "\n"  # a line's cost is what it adds to the header (as _render joins them)
-    for unit in ranked:
+    terms, orders = history.terms, history.orders
+    for position, unit in enumerate(ranked):
         # Both tests must pass and neither has side effects: the cheaper one first (once the summary is
         # nearly full, most lines no longer fit, and then their words need not be compared).
-        cost = count(lead + _line(unit, with_workspace)) - header
-        if used + cost > target_tokens:
+        line = history.line(unit, with_workspace)
+        cost = count(lead + line) - header
+        if used + cost > target:
             continue
-        if _near_duplicate(unit, chosen, holding):
+        mine = terms[unit]
+        if _near_duplicate(mine, words, holding):
             continue  # says again what a better line already says
-        for word in unit.terms:
+        for word in mine:
             holding.setdefault(word, []).append(len(chosen))
-        chosen.append(unit)
+        chosen.append((orders[unit], line))
+        words.append(mine)
+        rank.append(position)
         used += cost
     if not chosen:
-        best = ranked[0]
-        words = best.text.rstrip(ELLIPSIS).split(" ")
-        low, high = 0, len(words)
-        while low < high:  # the longest word prefix of the best sentence that fits
-            mid = (low + high + 1) // 2
-            trial = _Unit(best.order, best.role, best.workspace, " ".join(words[:mid]) + ELLIPSIS, best.score)
-            if count(_render([trial], with_workspace)) <= target_tokens:
-                low = mid
-            else:
-                high = mid - 1
-        if low == 0:
-            return None
-        chosen = [_Unit(best.order, best.role, best.workspace, " ".join(words[:low]) + ELLIPSIS, best.score)]
-    text = _render(chosen, with_workspace)
-    while count(text) > target_tokens and len(chosen) > 1:  # line sums can undercount a whole text
-        chosen.remove(max(chosen, key=lambda u: rank.get(u.order, 0)))  # the least preferred line
-        text = _render(chosen, with_workspace)
-    return text if count(text) <= target_tokens else None
+        return _best_prefix(history, ranked[0], count, target, with_workspace)
+    text = _render(history, chosen)
+    while count(text) > target and len(chosen) > 1:  # line sums can undercount a whole text
+        least = max(range(len(chosen)), key=rank.__getitem__)  # the least preferred line
+        del chosen[least], rank[least]
+        text = _render(history, chosen)
+    return text if count(text) <= target else None
+
+
+def _best_prefix(
+    history: _History, best: int, count: Callable[[str], int], target: int, with_workspace: bool
+) -> str | None:
+    """The longest word prefix of the best sentence that fits, or None."""
+    words = history.texts[best].rstrip(ELLIPSIS).split(" ")
+    order = history.orders[best]
+
+    def render(size: int) -> str:
+        return _render(history, [(order, history.line(best, with_workspace, " ".join(words[:size]) + ELLIPSIS))])
+
+    low, high = 0, len(words)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if count(render(mid)) <= target:
+            low = mid
+        else:
+            high = mid - 1
+    return None if low == 0 else render(low)
