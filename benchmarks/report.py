@@ -212,3 +212,93 @@ def load_note() -> str:
 
 def say(*parts: object, end: str = "\n") -> None:
     print(*parts, end=end, flush=True)
+
+
+class Harness:
+    """What every timing benchmark keeps while it runs (rows, sanity lines, problems, the machine's load) and
+    how it times a row and closes a run; ``shifting``, ``integrations`` and ``strategies`` share it."""
+
+    def __init__(self, *, quick: bool, max_runs: int, warmup: float) -> None:
+        self.quick, self.max_runs, self.warmup = quick, max_runs, warmup
+        self.rows: list[Row] = []
+        self.sanity: list[str] = []
+        self.problems: list[str] = []
+        self.load_before = self.load_after = ""
+
+    def begin(self, title: str) -> float:
+        """Say what runs and the machine's load; the start time."""
+        say(title)
+        self.load_before = load_note()
+        say(f"  {self.load_before}")
+        return time.perf_counter()
+
+    def row(
+        self,
+        case: str,
+        library: str,
+        messages: int,
+        budget: int,
+        fn: Callable[[], Any],
+        *,
+        setup: Callable[[], None] | None = None,
+        kept: Callable[[Any], int] | None = None,
+        baseline: Row | None = None,
+        note: str = "",
+        memory: bool = True,
+        single_shot_after: float | None = None,
+    ) -> Row:
+        """Time ``fn`` (:func:`measure`), then its peak memory in a run of its own, and keep the row.
+
+        tracemalloc slows allocation-heavy calls several times over: a peer's call slower than 2 s gets no
+        memory run (contextshift's always get one, except in a quick run, where no call over 0.3 s does)."""
+        say(f"  {case:<28} {library:<34} {messages:>7,} msgs  budget {budget:>7,} ...", end="")
+        began = time.perf_counter()
+        if single_shot_after is None:  # a first call slower than this is the only sample
+            single_shot_after = 10.0 if baseline is None else 5.0
+        timing = measure(
+            fn, max_runs=self.max_runs, setup=setup, warmup=self.warmup, single_shot_after=single_shot_after
+        )
+        memory = memory and timing.median < (0.3 if self.quick else 1e9 if baseline is None else 2.0)
+        peak = peak_mib(fn, setup) if memory else None
+        result = None if kept is None else kept(timing.result)
+        row = Row(case, library, messages, budget, timing, peak, kept=result, baseline=baseline, note=note)
+        self.rows.append(row)
+        ratio = "" if row.ratio is None else f"  ({row.ratio:.2f}× contextshift)"
+        say(f" {row.median_ms:,.2f} ms median of {len(timing.samples)}{ratio} [{time.perf_counter() - began:.1f} s]")
+        return row
+
+    def conclude(
+        self,
+        started: float,
+        *,
+        ratios: Sequence[str] = (),
+        targets: Sequence[tuple[bool, str]] = (),
+        markdown: Callable[[float], str] | None = None,
+        path: Any = None,
+    ) -> int:
+        """Print the results (table, ratios, targets, sanity lines, problems), write the Markdown page to
+        ``path`` if given, and return the exit status (1 if anything was wrong)."""
+        elapsed = time.perf_counter() - started
+        self.load_after = load_note()
+        say("\nResults\n")
+        say(text_table(self.rows))
+        if ratios:
+            say("\nRatios")
+            for line in ratios:
+                say(f"  {line}")
+        if targets:
+            say("\nTargets" + (" (--quick: smaller and fewer runs, so only indicative)" if self.quick else ""))
+            for ok, text in targets:
+                say(f"  [{'met' if ok else 'NOT MET'}] {text}")
+        if self.sanity:
+            say("\nCorrectness sanity (not timing)")
+            for line in self.sanity:
+                say(f"  {line}")
+        for problem in self.problems:
+            say(f"  PROBLEM: {problem}")
+        if path is not None and markdown is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(markdown(elapsed), encoding="utf-8")
+            say(f"\nMarkdown written to {path}")
+        say(f"\nDone in {time.perf_counter() - started:.0f} s.")
+        return 1 if self.problems else 0

@@ -37,7 +37,7 @@ from pathlib import Path
 from contextshift import Message, ShiftResult, __version__, shift_context, shift_with_strategy
 
 from . import conversations as conv
-from .report import Row, Timing, frozen_heap, load_note, markdown_table, measure, peak_mib, say, text_table
+from .report import Harness, Row, Timing, frozen_heap, markdown_table, measure, peak_mib, say
 
 RESULTS = Path(__file__).resolve().parent / "results" / "strategies.md"
 STRATEGIES = ("truncate", "summarize", "vector-recall", "manual", "recall")
@@ -89,8 +89,7 @@ def empty_caches() -> None:
     """Empty the caches a shift fills by message text, so the next call starts cold."""
     from contextshift.core import relevance, summary
 
-    summary._analysed.cache_clear()
-    summary._stems.cache_clear()
+    summary.clear_caches()
     relevance._analysed.cache_clear()
 
 
@@ -101,15 +100,12 @@ def machine() -> str:
     )
 
 
-class Bench:
+class Bench(Harness):
     def __init__(self, cfg: Config) -> None:
+        super().__init__(quick=cfg.quick, max_runs=cfg.max_runs, warmup=cfg.warmup)
         self.cfg = cfg
-        self.rows: list[Row] = []
-        self.problems: list[str] = []
-        self.load_before = ""
-        self.load_after = ""
 
-    def row(
+    def timed(
         self,
         case: str,
         messages: list[Message],
@@ -181,11 +177,11 @@ class Bench:
         for name in STRATEGIES:
             if name in FAST:
                 continue
-            self.row(
+            self.timed(
                 name, messages, functools.partial(shift_with_strategy, messages, quarter, BUDGET, strategy=name), base
             )
             if name == "summarize":
-                self.row(
+                self.timed(
                     COLD,
                     messages,
                     lambda: shift_with_strategy(messages, quarter, BUDGET, strategy="summarize"),
@@ -269,34 +265,20 @@ def markdown(bench: Bench, targets: list[tuple[bool, str]], elapsed: float) -> s
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = Config.from_args(argv)
-    started = time.perf_counter()
     bench = Bench(cfg)
-    say(f"contextshift strategies benchmark ({'quick' if cfg.quick else 'full'}): {machine()}")
-    bench.load_before = load_note()
-    say(f"  {bench.load_before}")
+    started = bench.begin(f"contextshift strategies benchmark ({'quick' if cfg.quick else 'full'}): {machine()}")
     for n in cfg.sizes:
         t = time.perf_counter()
         bench.size(n)
         say(f" ({n:,} messages: {time.perf_counter() - t:.1f} s)")
-    elapsed = time.perf_counter() - started
-    bench.load_after = load_note()
     targets = bench.targets()
-    say("\nResults\n")
-    say(text_table(bench.rows))
-    say("")
-    for line in bench.ratios():
-        say(f"  {line}")
-    say("\nTargets" + (" (--quick: fewer runs, so only indicative)" if cfg.quick else ""))
-    for ok, text in targets:
-        say(f"  [{'met' if ok else 'NOT MET'}] {text}")
-    for problem in bench.problems:
-        say(f"  PROBLEM: {problem}")
-    if cfg.markdown is not None:
-        cfg.markdown.parent.mkdir(parents=True, exist_ok=True)
-        cfg.markdown.write_text(markdown(bench, targets, elapsed), encoding="utf-8")
-        say(f"\nMarkdown written to {cfg.markdown}")
-    say(f"\nDone in {time.perf_counter() - started:.0f} s.")
-    return 1 if bench.problems else 0
+    return bench.conclude(
+        started,
+        ratios=bench.ratios(),
+        targets=targets,
+        markdown=lambda elapsed: markdown(bench, targets, elapsed),
+        path=cfg.markdown,
+    )
 
 
 if __name__ == "__main__":

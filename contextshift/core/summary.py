@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 import re
 import threading
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter as Tally
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -161,6 +162,7 @@ class _History:
 
     def __init__(self) -> None:
         self.signature: list[tuple[str, str | None, str]] = []  # (role, workspace, text) of each message
+        self.messages: list[Message] = []  # the messages themselves: the same objects need no comparing
         self.seen: set[str] = set()  # the keys of the distinct sentences
         self.sentences = 0  # every sentence, repeated ones too: the next unit's order
         self.vocabulary: dict[str, int] = {}
@@ -176,11 +178,15 @@ class _History:
         self.workspaces: list[str | None] = []
         self.texts: list[str] = []
         self.terms: list[frozenset[str]] = []
-        self.shapes: list[str] = []
+        self.shapes: dict[str, int] = {}  # each shape's id
+        self.shape_ids = array("i")
         self.workspace_names: set[str] = set()
-        self._scored: tuple[list[float], float, list[int], list[int]] | None = None
-        self.index: _StemIndex | None = None  # built on the first query
-        self.restated: dict[tuple[int, frozenset[str], str], bool] = {}
+        self._scored: _Scored | None = None
+        self._index: _StemIndex | None = None  # built on the first query
+        #: For (unit, word): the later units holding the word that restate the unit if they hold its query
+        #: words, whether that is final, and how many units held the word then (if not, it holds while as many do).
+        self.restatements: dict[tuple[int, str], tuple[tuple[int, ...], bool, int]] = {}
+        self._costs: dict[tuple[Callable[[str], int], bool], array[int]] = {}
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -202,9 +208,32 @@ class _History:
                 if sentence.text:
                     self._add_unit(message, sentence, ids)
         self.signature.extend(signature)
+        self.messages.extend(messages)
         self._scored = None
-        if self.index is not None:
-            self.index.extend(self.texts)
+        if self._index is not None:
+            self._index.extend(self.texts)
+
+    def stem_index(self) -> _StemIndex:
+        if self._index is None:
+            self._index = _StemIndex()
+            self._index.extend(self.texts)
+        return self._index
+
+    def costs(self, count: Callable[[str], int], with_workspace: bool) -> Any:
+        """What each unit's line costs after the header (``count`` of the header and the line), kept for the
+        last two counters: a counter is a pure function of the text."""
+        import numpy as np
+
+        key = (count, with_workspace)
+        known = self._costs.pop(key, None)
+        if known is None:
+            known = array("q")
+            while len(self._costs) > 1:
+                del self._costs[next(iter(self._costs))]
+        self._costs[key] = known
+        lead = SUMMARY_HEADER + "\n"  # as _render joins them
+        known.extend(count(lead + self.line(unit, with_workspace)) for unit in range(len(known), len(self)))
+        return _column(known, np.int64) - count(SUMMARY_HEADER)
 
     def _add_unit(self, message: Message, sentence: _Sentence, ids: list[int]) -> None:
         unit = len(self.texts)
@@ -219,11 +248,10 @@ class _History:
         self.workspaces.append(message.workspace)
         self.texts.append(sentence.text)
         self.terms.append(sentence.terms)
-        self.shapes.append(sentence.shape)
+        self.shape_ids.append(self.shapes.setdefault(sentence.shape, len(self.shapes)))
 
-    def scored(self) -> tuple[list[float], float, list[int], list[int]]:
-        """Each unit's score, the best score (1.0 if none is positive), the units by score (best first, the
-        later of equal ones first) and by score over the best (so, as the query-aware heap orders them)."""
+    def scored(self) -> _Scored:
+        """Each unit's score, worked out from the columns (the rarity of words changes as the history grows)."""
         if self._scored is None:
             import numpy as np  # on first use (N4)
 
@@ -232,6 +260,7 @@ class _History:
             distinct = max(1, len(self.seen))
             weight = np.array([math.log(1 + distinct / df) if df else 0.0 for df in frequency.tolist()])
             ids = _column(self.content_ids, np.int32)
+            # Summed word by word in each unit's (sorted) word order, as ``sum`` would: the same floats.
             rarity = np.bincount(_column(self.owners, np.int32), weights=weight[ids], minlength=units)
             score = rarity / _column(self.lengths, np.float64) + _column(self.names, np.float64)
             score += _column(self.numbers, np.float64)
@@ -240,17 +269,21 @@ class _History:
             score += np.where(bonus & 2, 1.5, 0.0)
             score -= np.where(bonus & 4, 1.0, 0.0)
             orders = _column(self.orders, np.int64)
-            top = float(score.max()) if units else 1.0
-            top = top or 1.0
-            by_score = np.lexsort((-orders, -score)).tolist()
-            by_value = np.lexsort((-orders, -(score / top))).tolist()
-            self._scored = (score.tolist(), top, by_score, by_value)
+            top = (float(score.max()) if units else 1.0) or 1.0
+            self._scored = _Scored(score, top, orders, np.lexsort((-orders, -score)))
         return self._scored
 
     def line(self, unit: int, with_workspace: bool, text: str | None = None) -> str:
         workspace = self.workspaces[unit]
         where = f"[{workspace}] " if with_workspace and workspace else ""
         return f"- {where}{self.roles[unit]}: {self.texts[unit] if text is None else text}"
+
+
+class _Scored(NamedTuple):
+    score: Any  # each unit's score (numpy)
+    top: float  # the best score (1.0 if none is positive)
+    orders: Any  # each unit's chronological position (numpy)
+    by_score: Any  # the units best first, the later of two equal ones first (numpy)
 
 
 def _column(values: array[Any], dtype: Any) -> Any:
@@ -284,7 +317,7 @@ class _StemIndex:
                 posting[0].append(unit)
                 posting[1].append(times)
 
-    def scores(self, term: str, length_weight: float) -> tuple[list[int], list[float]]:
+    def scores(self, term: str, length_weight: float) -> tuple[Any, Any]:
         """The units holding ``term`` and its BM25 score in each: :func:`relevance.bm25_term_matrix`'s row
         for it (bm25s' arithmetic, to the bit), from the term's own units instead of every unit's words."""
         import numpy as np
@@ -293,7 +326,7 @@ class _StemIndex:
 
         posting = self.postings.get(term)
         if posting is None:
-            return [], []
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         units = _column(posting[0], np.int32)
         counts = _column(posting[1], np.int32).astype(np.float32)
         lengths = _column(self.lengths, np.int64)
@@ -301,7 +334,7 @@ class _StemIndex:
         idf = np.float32(math.log(1 + (documents - df + 0.5) / (df + 0.5)))
         norm = BM25_K1 * ((1 - length_weight) + length_weight * lengths[units] / lengths.mean())
         row = (idf * (counts / (norm + counts))).astype(np.float32)
-        return units.tolist(), row.tolist()
+        return units, row
 
 
 #: The histories summarized last, newest last: a chat's next turn finds its own and extends it.
@@ -313,21 +346,35 @@ _LOCK = threading.Lock()
 def _history(messages: Sequence[Message]) -> _History:
     """The history of ``messages``: one summarized before (the same messages, or their first ones), extended
     by the rest, or a new one. The caller holds ``_LOCK``."""
-    signature: list[tuple[str, str | None, str]] = [(m.role, m.workspace, m.text) for m in messages]
+    found = _known(messages)
+    if found is None:
+        found = _History()
+        found.absorb(messages, [(m.role, m.workspace, m.text) for m in messages])
+    _HISTORIES.append(found)
+    del _HISTORIES[:-_KEPT_HISTORIES]
+    return found
+
+
+def _known(messages: Sequence[Message]) -> _History | None:
+    """The kept history that ``messages`` are or begin with (taken out of the list), extended to them."""
+    signature: list[tuple[str, str | None, str]] | None = None
     for position in range(len(_HISTORIES) - 1, -1, -1):
         known = _HISTORIES[position]
-        size = len(known.signature)
-        if size <= len(signature) and known.signature == signature[:size]:
-            del _HISTORIES[position]
-            if size < len(signature):
-                known.absorb(messages[size:], signature[size:])
-            break
-    else:
-        known = _History()
-        known.absorb(messages, signature)
-    _HISTORIES.append(known)
-    del _HISTORIES[:-_KEPT_HISTORIES]
-    return known
+        size = len(known.messages)
+        if size > len(messages):
+            continue
+        if not all(map(operator.is_, known.messages, messages[:size])):
+            if signature is None:
+                signature = [(m.role, m.workspace, m.text) for m in messages]
+            if known.signature != signature[:size]:
+                continue
+            known.messages = list(messages[:size])  # these objects, next time
+        del _HISTORIES[position]
+        if size < len(messages):
+            rest = messages[size:]
+            known.absorb(rest, signature[size:] if signature else [(m.role, m.workspace, m.text) for m in rest])
+        return known
+    return None
 
 
 def clear_caches() -> None:
@@ -338,16 +385,10 @@ def clear_caches() -> None:
     _stems.cache_clear()
 
 
-def _restated(
-    index: int,
-    matched: frozenset[str],
-    rarest: Sequence[int],
-    words_of: Sequence[frozenset[str]],
-    questions: Sequence[bool],
-) -> tuple[bool, bool]:
-    """Whether a later sentence restates sentence ``index`` with a change: it holds every query word the
-    sentence matched, adds a word and drops one, and shares at least ``SAME_STATEMENT`` of their words; and
-    whether the answer is final (it is True, or all ``RESTATEMENT_REACH`` sentences were looked at, so a
+def _restatements(unit: int, rarest: Sequence[int], index: _StemIndex) -> tuple[tuple[int, ...], bool]:
+    """The later sentences that restate sentence ``unit`` with a change if they hold every query word it
+    matched: each adds a word, drops one, and shares at least ``SAME_STATEMENT`` of their words, and is not
+    a question; and whether the answer is final (all ``RESTATEMENT_REACH`` sentences were looked at, so a
     sentence the history gains later cannot change it).
 
     ``rarest`` lists the sentences holding its rarest matched query word, ascending; only the next
@@ -357,78 +398,101 @@ def _restated(
     fact. Sizes are compared first: two sets share at most the smaller's size out of at least the larger's,
     so most candidates cost no set operation (with a little slack, so rounding never excludes a pair).
     """
-    mine = words_of[index]
+    words_of, questions = index.stems, index.questions
+    mine = words_of[unit]
     size = len(mine)
     if not size:
-        return False, True
-    start = bisect_right(rarest, index)
+        return (), True
+    start = bisect_right(rarest, unit)
     low, high = SAME_STATEMENT * size - 1e-9, size / SAME_STATEMENT + 1e-9
     window = rarest[start : start + RESTATEMENT_REACH]
+    out = []
     for other in window:
         theirs = words_of[other]
         count = len(theirs)
-        if not low <= count <= high or questions[other] or not matched <= theirs:
+        if not low <= count <= high or questions[other]:
             continue
         shared = len(mine & theirs)  # it adds a word, drops one, and shares enough (a Jaccard share)
         if count > shared and size > shared and shared / (size + count - shared) >= SAME_STATEMENT:
-            return True, True
-    return False, len(window) == RESTATEMENT_REACH
+            out.append(other)
+    return tuple(out), len(window) == RESTATEMENT_REACH
 
 
-class _Matches(NamedTuple):
-    """What a query matches in a history: each matched unit's query words and their BM25 scores (in the
-    query's word order), how many units hold each word, the best unit's total, and the rare words."""
+class _Query(NamedTuple):
+    """What a query matches in a history (numpy arrays over the units, and per word)."""
 
-    matched: dict[int, dict[str, float]]
-    frequency: dict[str, int]
+    words: list[str]  # the query's distinct search words, sorted
+    postings: dict[str, tuple[Any, Any]]  # each matched word: the units holding it and its BM25 score there
+    frequency: dict[str, int]  # how many units hold each word
+    total: Any  # each unit's BM25 score: its words' scores summed in the query's word order
+    held: Any  # whether a unit holds a query word
     best: float
-    rare: set[str]
+    rare: list[str]
 
 
-def _matches(history: _History, words: list[str]) -> _Matches | None:
-    index = history.index
-    if index is None:
-        index = history.index = _StemIndex()
-        index.extend(history.texts)
-    matched: dict[int, dict[str, float]] = {}
+def _query(history: _History, query: str) -> _Query | None:
+    import numpy as np  # on first use (N4); bm25s, which the relevance module loads, needs it anyway
+
+    from .recall import query_words  # the same query analysis as the recall strategy
+
+    words = sorted(set(query_words(query)))
+    if not words:
+        return None
+    index = history.stem_index()
+    units = len(history)
+    total = np.zeros(units)
+    held = np.zeros(units, dtype=bool)
+    postings: dict[str, tuple[Any, Any]] = {}
     frequency: dict[str, int] = {}
     for term in words:
-        units, scores = index.scores(term, 0.3)
-        frequency[term] = len(units)
-        for unit, score in zip(units, scores, strict=True):
-            matched.setdefault(unit, {})[term] = score
-    if not matched:
+        holding, scores = index.scores(term, 0.3)
+        frequency[term] = len(holding)
+        if len(holding):
+            postings[term] = (holding, scores.astype(np.float64))
+            total[holding] += postings[term][1]
+            held[holding] = True
+    if not postings:
         return None
-    matched = dict(sorted(matched.items()))
-    best = max(sum(m.values()) for m in matched.values())
+    best = float(total[held].max())
     if best <= 0:
         return None
-    rare = {t for t, df in frequency.items() if 0 < df <= max(2, 0.03 * len(history))}
-    return _Matches(matched, frequency, best, rare)
+    rare = [t for t in words if 0 < frequency[t] <= max(2, 0.03 * units)]
+    return _Query(words, postings, frequency, total, held, best, rare)
 
 
-def _dropped(history: _History, found: _Matches) -> set[int]:
-    """The matched units a later sentence restates with a change (verdicts kept with the history)."""
-    assert history.index is not None
-    index, memo, frequency = history.index, history.restated, found.frequency
-    if len(memo) > 1 << 18:
+def _dropped(history: _History, found: _Query) -> Any:
+    """Whether a later sentence restates each unit with a change (the later one wins)."""
+    import numpy as np
+
+    index, memo = history.stem_index(), history.restatements
+    if len(memo) > 1 << 20:
         memo.clear()
-    dropped: set[int] = set()
-    for unit, m in found.matched.items():
-        words = frozenset(m)
-        rarest = min(m, key=lambda t: (frequency[t], t))
-        key = (unit, words, rarest)
-        verdict = memo.get(key)
-        if verdict is None:
-            verdict, final = _restated(unit, words, index.postings[rarest][0], index.stems, index.questions)
-            if final:
-                memo[key] = verdict
-        if verdict:
-            dropped.add(unit)
+    by_rarity = sorted(found.postings, key=lambda t: (found.frequency[t], t))
+    rarest = np.full(len(history), -1)
+    for k, term in enumerate(by_rarity):
+        holding = found.postings[term][0]
+        rarest[holding[rarest[holding] < 0]] = k
+    wanted = frozenset(found.words)
+    dropped = np.zeros(len(history), dtype=bool)
+    matched = np.flatnonzero(found.held)
+    for unit, k in zip(matched.tolist(), rarest[matched].tolist(), strict=True):
+        term = by_rarity[k]
+        key = (unit, term)
+        holding = index.postings[term][0]
+        known = memo.get(key)
+        if known is not None and (known[1] or known[2] == len(holding)):
+            candidates = known[0]
+        else:
+            candidates, final = _restatements(unit, holding, index)
+            memo[key] = (candidates, final, len(holding))
+        if candidates:
+            mine = index.stems[unit] & wanted
+            if any(mine <= index.stems[other] for other in candidates):
+                dropped[unit] = True
     return dropped
 
 
-def _by_relevance(history: _History, query: str) -> list[int] | None:
+def _by_relevance(history: _History, query: str) -> Any:
     """Units in the order a query-aware summary takes them (None: the query matches nothing).
 
     Each sentence is scored with BM25 against the query. A sentence a later one restates with a change
@@ -437,67 +501,112 @@ def _by_relevance(history: _History, query: str) -> list[int] | None:
     sentence only counts as relevant while it holds a rare query word not covered yet; sentences that are
     not relevant keep at most ``PER_SHAPE`` of each shape.
 
-    Only the sentences that hold a query word are in a heap; the rest keep the history's order by value
-    (their value does not change) and are merged with it.
+    Only the sentences holding a rare query word change value as lines are chosen: they go through a heap,
+    and the rest, whose values are worked out at once with numpy, are merged in by value. Skipping a line
+    changes no value, so the shape cap is applied to the merged order afterwards.
     """
-    from .recall import query_words  # the same query analysis as the recall strategy
+    import numpy as np
 
-    words = sorted(set(query_words(query)))
-    found = _matches(history, words) if words else None
+    found = _query(history, query)
     if found is None:
         return None
-    matched, frequency, best, rare = found
+    score, top, orders, _ = history.scored()
     dropped = _dropped(history, found)
-    score, top, _, by_value = history.scored()
-    orders = history.orders
-    weight = dict.fromkeys(words, 1.0)
-    nothing: dict[str, float] = {}
+    rare = set(found.rare)
+    dynamic = np.zeros(len(history), dtype=bool)
+    for term in found.rare:
+        dynamic[found.postings[term][0]] = True
+    dynamic &= ~dropped
+    static = np.flatnonzero(~dropped & ~dynamic)
+    # With rare words, a sentence holding none is not relevant; without, no weight ever changes.
+    relevance = np.zeros(len(static)) if rare else found.total[static] / found.best
+    value = score[static] / top + RELEVANCE_WEIGHT * relevance
+    by_value = np.lexsort((-orders[static], -value))
+    merged, relevant = _merge(
+        history,
+        found,
+        np.flatnonzero(dynamic).tolist(),
+        (static[by_value], -value[by_value], -orders[static][by_value], relevance[by_value] >= RELEVANT),
+    )
+    ranked = _shape_capped(history, merged, relevant)
+    return ranked if len(ranked) else None
+
+
+def _merge(history: _History, found: _Query, dynamic: list[int], static: tuple[Any, Any, Any, Any]) -> tuple[Any, Any]:
+    """The greedy order: the ``dynamic`` units through a heap whose values change as lines are chosen, and
+    the ``static`` ones (units, negated values and orders ascending, whether relevant) merged in; with
+    whether each was relevant when it was taken."""
+    import numpy as np
+
+    score, top, orders, _ = history.scored()
+    units, values, negated_orders, relevant_static = static
+    rare = set(found.rare)
+    matched: dict[int, dict[str, float]] = {}
+    mask = np.zeros(len(history), dtype=bool)
+    mask[dynamic] = True
+    for term in found.words:
+        if term in found.postings:
+            holding, scores = found.postings[term]
+            keep = mask[holding]
+            for unit, s in zip(holding[keep].tolist(), scores[keep].tolist(), strict=True):
+                matched.setdefault(unit, {})[term] = s
+    weight = dict.fromkeys(found.words, 1.0)
 
     def relevance(unit: int) -> float:
-        m = matched.get(unit, nothing)
-        if not m or (rare and not any(weight[t] == 1.0 for t in m if t in rare)):
+        m = matched[unit]
+        if not any(weight[t] == 1.0 for t in m if t in rare):
             return 0.0
-        return sum(weight[t] * v for t, v in m.items()) / best
+        return sum(weight[t] * v for t, v in m.items()) / found.best
 
-    heap = [(-(score[u] / top + RELEVANCE_WEIGHT * relevance(u)), -orders[u], u) for u in matched if u not in dropped]
+    def worth(unit: int) -> float:
+        return float(score[unit]) / top + RELEVANCE_WEIGHT * relevance(unit)
+
+    heap = [(-worth(u), -int(orders[u]), u) for u in dynamic]
     heapq.heapify(heap)
-    rest = [u for u in by_value if u not in matched]  # their value is score / top: in by_value's order
-    ordered: list[int] = []
-    shapes: dict[str, int] = {}
-    shapes_of = history.shapes
-    position, end = 0, len(rest)
-    while heap or position < end:
-        if position < end:
-            unit = rest[position]
-            head = (-(score[unit] / top), -orders[unit], unit)
-            if not heap or head < heap[0]:
-                position += 1
-                shape = shapes_of[unit]
-                seen = shapes.get(shape, 0)
-                if seen < PER_SHAPE:
-                    shapes[shape] = seen + 1
-                    ordered.append(unit)
-                continue
-        _, _, unit = heapq.heappop(heap)
-        current = score[unit] / top + RELEVANCE_WEIGHT * relevance(unit)
-        following = max(
-            -heap[0][0] if heap else -math.inf, score[rest[position]] / top if position < end else -math.inf
-        )
+    segments: list[Any] = []
+    flags: list[Any] = []
+    position, end = 0, len(units)
+    value_list, order_list = values.tolist(), negated_orders.tolist()
+    while heap:
+        negated, order, unit = heap[0]
+        before = bisect_left(value_list, negated, position)  # the static units ahead of the heap's best
+        tie = bisect_right(value_list, negated, before)
+        if tie > before:
+            before = bisect_left(order_list, order, before, tie)
+        if before > position:
+            segments.append(units[position:before])
+            flags.append(relevant_static[position:before])
+            position = before
+        heapq.heappop(heap)
+        current = worth(unit)
+        following = max(-heap[0][0] if heap else -math.inf, -value_list[position] if position < end else -math.inf)
         if current < following - 1e-12:
-            heapq.heappush(heap, (-current, -orders[unit], unit))
+            heapq.heappush(heap, (-current, order, unit))
             continue
         relevant = relevance(unit) >= RELEVANT
-        if not relevant:
-            shape = shapes_of[unit]
-            seen = shapes.get(shape, 0)
-            if seen >= PER_SHAPE:
-                continue  # one more line of a kind already shown
-            shapes[shape] = seen + 1
-        ordered.append(unit)
-        rare_here = [t for t in matched.get(unit, nothing) if t in rare]
+        segments.append([unit])
+        flags.append([relevant])
+        rare_here = [t for t in matched[unit] if t in rare]
         if relevant and rare_here:
-            weight[min(rare_here, key=lambda t: (frequency[t], t))] *= COVERED
-    return ordered
+            weight[min(rare_here, key=lambda t: (found.frequency[t], t))] *= COVERED
+    segments.append(units[position:])
+    flags.append(relevant_static[position:])
+    return np.concatenate(segments).astype(np.int64), np.concatenate(flags).astype(bool)
+
+
+def _shape_capped(history: _History, merged: Any, relevant: Any) -> Any:
+    """``merged`` without the lines that are not relevant beyond the first ``PER_SHAPE`` of their shape."""
+    import numpy as np
+
+    loose = np.flatnonzero(~relevant)
+    shapes = _column(history.shape_ids, np.int32)[merged[loose]]
+    by_shape = np.argsort(shapes, kind="stable")  # by shape, then by position
+    grouped = shapes[by_shape]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    nth = np.arange(len(grouped)) - np.repeat(starts, np.diff(np.r_[starts, len(grouped)]))
+    keep = np.ones(len(merged), dtype=bool)
+    keep[loose[by_shape]] = nth < PER_SHAPE
+    return merged[keep]
 
 
 def _near_duplicate(mine: frozenset[str], chosen: Sequence[frozenset[str]], holding: Mapping[str, list[int]]) -> bool:
@@ -517,7 +626,7 @@ def _near_duplicate(mine: frozenset[str], chosen: Sequence[frozenset[str]], hold
     return any(n / (size + len(chosen[c]) - n) > NEAR_DUPLICATE for c, n in shared.items())
 
 
-def _render(history: _History, lines: Sequence[tuple[int, str]]) -> str:
+def _render(lines: Sequence[tuple[int, str]]) -> str:
     """The summary: the header, then the lines ``(order, line)`` in chronological order."""
     return "\n".join([SUMMARY_HEADER, *(line for _, line in sorted(lines))])
 
@@ -536,43 +645,57 @@ def extractive_summary(
         header = count(SUMMARY_HEADER)
         if header >= target_tokens:
             return None
-        ranked = (_by_relevance(history, query) if query.strip() else None) or history.scored()[2]
+        ranked = _by_relevance(history, query) if query.strip() else None
+        if ranked is None:
+            ranked = history.scored().by_score
         return _fill(history, ranked, count, target_tokens, header)
 
 
-def _fill(history: _History, ranked: list[int], count: Callable[[str], int], target: int, header: int) -> str | None:
-    """The summary of the ``ranked`` units that fits ``target``: the best that fit and say something new."""
+#: How many of the lines that fit are looked at before those that fit are found again.
+_BATCH = 64
+
+
+def _fill(history: _History, ranked: Any, count: Callable[[str], int], target: int, header: int) -> str | None:
+    """The summary of the ``ranked`` units that fits ``target``: the best that fit and say something new.
+
+    A line is taken if it fits what is left and is no near duplicate of one taken. What is left only
+    shrinks, so the lines that fit are found with numpy a batch at a time, never looked at one by one.
+    """
+    import numpy as np
+
     with_workspace = len(history.workspace_names) > 1
+    costs = history.costs(count, with_workspace)[ranked]
     chosen: list[tuple[int, str]] = []  # (order, line)
     words: list[frozenset[str]] = []
     rank: list[int] = []
     holding: dict[str, list[int]] = {}  # the chosen lines holding each word
     used = header
-    lead = SUMMARY_HEADER + "\n"  # a line's cost is what it adds to the header (as _render joins them)
     terms, orders = history.terms, history.orders
-    for position, unit in enumerate(ranked):
-        # Both tests must pass and neither has side effects: the cheaper one first (once the summary is
-        # nearly full, most lines no longer fit, and then their words need not be compared).
-        line = history.line(unit, with_workspace)
-        cost = count(lead + line) - header
-        if used + cost > target:
-            continue
-        mine = terms[unit]
-        if _near_duplicate(mine, words, holding):
-            continue  # says again what a better line already says
-        for word in mine:
-            holding.setdefault(word, []).append(len(chosen))
-        chosen.append((orders[unit], line))
-        words.append(mine)
-        rank.append(position)
-        used += cost
+    position, end = 0, len(ranked)
+    while position < end:
+        fitting = np.flatnonzero(costs[position:] <= target - used)[:_BATCH] + position
+        if not len(fitting):
+            break
+        for at, unit, cost in zip(fitting.tolist(), ranked[fitting].tolist(), costs[fitting].tolist(), strict=True):
+            if used + cost > target:
+                continue
+            mine = terms[unit]
+            if _near_duplicate(mine, words, holding):
+                continue  # says again what a better line already says
+            for word in mine:
+                holding.setdefault(word, []).append(len(chosen))
+            chosen.append((orders[unit], history.line(unit, with_workspace)))
+            words.append(mine)
+            rank.append(at)
+            used += cost
+        position = int(fitting[-1]) + 1
     if not chosen:
-        return _best_prefix(history, ranked[0], count, target, with_workspace)
-    text = _render(history, chosen)
+        return _best_prefix(history, int(ranked[0]), count, target, with_workspace)
+    text = _render(chosen)
     while count(text) > target and len(chosen) > 1:  # line sums can undercount a whole text
         least = max(range(len(chosen)), key=rank.__getitem__)  # the least preferred line
         del chosen[least], rank[least]
-        text = _render(history, chosen)
+        text = _render(chosen)
     return text if count(text) <= target else None
 
 
@@ -584,7 +707,7 @@ def _best_prefix(
     order = history.orders[best]
 
     def render(size: int) -> str:
-        return _render(history, [(order, history.line(best, with_workspace, " ".join(words[:size]) + ELLIPSIS))])
+        return _render([(order, history.line(best, with_workspace, " ".join(words[:size]) + ELLIPSIS))])
 
     low, high = 0, len(words)
     while low < high:
