@@ -7,9 +7,12 @@ printed in chronological order, one line each, ``- role: sentence``. A long sent
 boundary, never inside a word. A line that mostly repeats a better one is left out. Shrinking drops
 the least informative lines first.
 
-Linear in the dropped history (S8): what a sentence is worth on its own is worked out once per message
-text (and cached, since a chat shifts the same history turn after turn), a word's rarity once per word,
-and sentences are compared only through lists of the sentences holding each word, never pair by pair.
+Linear in the dropped history (S8), and incremental: what a sentence is worth on its own is worked out once
+per message text (cached), and a history's sentences, scores and BM25 postings are kept between calls
+(:class:`_History`) and extended when the history grows, as a chat's next turn drops the same history plus a few
+messages. Scores, orders, the shape cap and the filling are numpy work over the history's columns; only the
+sentences holding a rare query word (whose value changes as lines are chosen) go through a heap, and sentences
+are compared only through the lists of the sentences holding each word, never pair by pair.
 """
 
 from __future__ import annotations
