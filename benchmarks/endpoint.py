@@ -11,7 +11,8 @@ a JSON parse that grows with the body) in a process of its own, and the service 
 fresh SQLite file in a temporary folder, as it is deployed: three processes on loopback, so that neither
 server's work waits for the other's (or the benchmark's) hold on one interpreter (``serving.served_model``).
 Over HTTP it creates a provider on the upstream and the model ``gpt-4o`` (the exact o200k profile) with a
-128,000-token window. Where ``litellm[proxy]`` is installed, LiteLLM's proxy runs beside it, offline
+128,000-token window. Where a ``litellm`` command is found (``$CONTEXTSHIFT_BENCH_LITELLM``, or on the
+PATH; a virtualenv of its own with ``litellm[proxy]`` will do), LiteLLM's proxy runs beside it, offline
 (``LITELLM_LOCAL_MODEL_COST_MAP=True``), in front of the same upstream. Per size it builds one conversation of
 that many messages (``benchmarks/conversations.py``: 10-120 words a turn, some parallel tool calls, ending with
 a user question) and sends the same Chat Completions body, non-streaming, with httpx:
@@ -35,10 +36,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import os
 import platform
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -92,9 +93,16 @@ def cpu_seconds(pid: int) -> float | None:
 @contextlib.contextmanager
 def litellm_proxy(upstream_url: str) -> Iterator[str | None]:
     """LiteLLM's proxy (``litellm --config``) on a loopback port in front of the same upstream, offline
-    (``LITELLM_LOCAL_MODEL_COST_MAP=True``), if ``litellm[proxy]`` is installed; its base URL, or None."""
-    command = Path(sys.executable).parent / "litellm"
-    if importlib.util.find_spec("litellm") is None or not command.exists():
+    (``LITELLM_LOCAL_MODEL_COST_MAP=True``), if a ``litellm`` command is found; its base URL, or None.
+
+    The command is ``$CONTEXTSHIFT_BENCH_LITELLM``, else ``litellm`` on the PATH or beside this interpreter. It runs
+    in a process of its own, so it may come from a virtualenv of its own: ``litellm[proxy]`` pins older versions
+    of packages contextshift uses (cryptography, websockets, rich), so it is not in the ``bench`` extra."""
+    command = os.environ.get("CONTEXTSHIFT_BENCH_LITELLM") or shutil.which("litellm")
+    beside = Path(sys.executable).parent / "litellm"
+    if command is None and beside.exists():
+        command = str(beside)
+    if command is None:
         yield None
         return
     with tempfile.TemporaryDirectory() as folder:
@@ -114,7 +122,7 @@ def litellm_proxy(upstream_url: str) -> Iterator[str | None]:
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
         log = (Path(folder) / "litellm.log").open("w")
         process = subprocess.Popen(
-            [str(command), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+            [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -144,7 +152,7 @@ def run(sizes: list[int], calls: int) -> list[dict[str, Any]]:
         httpx.Client(timeout=120) as client,
     ):
         if litellm_url is None:
-            say("LiteLLM is not installed (pip install 'litellm[proxy]'): its proxy is not measured")
+            say("no litellm command (CONTEXTSHIFT_BENCH_LITELLM or PATH): LiteLLM's proxy is not measured")
         endpoint_url = f"{served.url}/v1/chat/completions"
         upstream = {"Authorization": "Bearer sk-bench"}
         for size in sizes:
@@ -219,7 +227,7 @@ def markdown(rows: list[dict[str, Any]], command: str, load: str) -> str:
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        litellm = "not installed" if r["litellm_added_ms"] is None else f"{r['litellm_added_ms']:.2f} ms"
+        litellm = "not run" if r["litellm_added_ms"] is None else f"{r['litellm_added_ms']:.2f} ms"
         lines.append(
             f"| {r['size']:,} | {r['bytes'] / 1e6:.2f} MB | {r['direct_ms']:.2f} ms | {r['endpoint_ms']:.2f} ms | "
             f"**{r['added_ms']:.2f} ms** | {litellm} | {r['cpu_ms']:.1f} ms | {r['first_ms']:.1f} ms | "
