@@ -39,6 +39,7 @@ import contextlib
 import os
 import platform
 import resource
+import secrets
 import shutil
 import socket
 import statistics
@@ -63,6 +64,8 @@ RESULTS = Path(__file__).resolve().parent / "results" / "endpoint.md"
 MODEL = "gpt-4o"
 WINDOW = 128_000
 TARGET_MS_AT_1K = 10.0
+#: LiteLLM's proxy's master key for this run (it will not start without one).
+LITELLM_KEY = f"sk-{secrets.token_hex(32)}"
 
 
 def conversation(size: int) -> list[dict[str, Any]]:
@@ -119,7 +122,12 @@ def litellm_proxy(upstream_url: str) -> Iterator[str | None]:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_LOG": "ERROR"}
+        env = {
+            **os.environ,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_LOG": "ERROR",
+            "LITELLM_MASTER_KEY": LITELLM_KEY,  # it refuses to start without one
+        }
         log = (Path(folder) / "litellm.log").open("w")
         process = subprocess.Popen(
             [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
@@ -129,7 +137,7 @@ def litellm_proxy(upstream_url: str) -> Iterator[str | None]:
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + 300  # importing litellm takes long on a loaded machine
             while True:
                 with contextlib.suppress(httpx.HTTPError):
                     if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
@@ -170,7 +178,9 @@ def run(sizes: list[int], calls: int) -> list[dict[str, Any]]:
                 took_endpoint, response = post(client, endpoint_url, body, BENCH_HEADERS)
                 after = cpu_seconds(served.pid)
                 took_litellm = (
-                    post(client, f"{litellm_url}/chat/completions", body, upstream)[0] if litellm_url else 0.0
+                    post(client, f"{litellm_url}/chat/completions", body, {"Authorization": f"Bearer {LITELLM_KEY}"})[0]
+                    if litellm_url
+                    else 0.0
                 )
                 excluded = int(response.headers["x-contextshift-excluded"])
                 if n >= 2:

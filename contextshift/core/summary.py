@@ -297,28 +297,39 @@ def _column(values: array[Any], dtype: Any) -> Any:
 
 
 class _StemIndex:
-    """The units' words as BM25 sees them, and for each word the units holding it (ascending) and how often."""
+    """The units' words as BM25 sees them, and for each word the units holding it (ascending) and how often.
+
+    Each unit's distinct words are kept as ids in one flat column (a set of them is made when a restatement
+    is looked for): a set per unit would hold more memory than the rest of the history together."""
 
     def __init__(self) -> None:
-        self.stems: list[frozenset[str]] = []
+        self.vocabulary: dict[str, int] = {}
+        self.ids = array("i")  # each unit's distinct word ids, unit after unit
+        self.starts = array("q", [0])  # where each unit's ids start in ``ids`` (and where the last ends)
         self.lengths = array("q")
         self.postings: dict[str, tuple[array[int], array[int]]] = {}
         self.questions: list[bool] = []
 
     def extend(self, texts: Sequence[str]) -> None:
-        postings = self.postings
-        for unit in range(len(self.stems), len(texts)):
+        postings, vocabulary = self.postings, self.vocabulary
+        for unit in range(len(self.lengths), len(texts)):
             text = texts[unit]
             stems = _stems(text)
-            self.stems.append(frozenset(stems))
             self.lengths.append(len(stems))
             self.questions.append(text.rstrip().endswith("?"))
-            for stem, times in Tally(stems).items():
+            tally = Tally(stems)
+            self.ids.extend([vocabulary.setdefault(stem, len(vocabulary)) for stem in tally])
+            self.starts.append(len(self.ids))
+            for stem, times in tally.items():
                 posting = postings.get(stem)
                 if posting is None:
                     posting = postings[stem] = (array("i"), array("i"))
                 posting[0].append(unit)
                 posting[1].append(times)
+
+    def words(self, unit: int) -> frozenset[int]:
+        """The ids of a unit's distinct words."""
+        return frozenset(self.ids[self.starts[unit] : self.starts[unit + 1]])
 
     def scores(self, term: str, length_weight: float) -> tuple[Any, Any]:
         """The units holding ``term`` and its BM25 score in each: :func:`relevance.bm25_term_matrix`'s row
@@ -401,8 +412,8 @@ def _restatements(unit: int, rarest: Sequence[int], index: _StemIndex) -> tuple[
     fact. Sizes are compared first: two sets share at most the smaller's size out of at least the larger's,
     so most candidates cost no set operation (with a little slack, so rounding never excludes a pair).
     """
-    words_of, questions = index.stems, index.questions
-    mine = words_of[unit]
+    words_of, questions = index.words, index.questions
+    mine = words_of(unit)
     size = len(mine)
     if not size:
         return (), True
@@ -411,7 +422,7 @@ def _restatements(unit: int, rarest: Sequence[int], index: _StemIndex) -> tuple[
     window = rarest[start : start + RESTATEMENT_REACH]
     out = []
     for other in window:
-        theirs = words_of[other]
+        theirs = words_of(other)
         count = len(theirs)
         if not low <= count <= high or questions[other]:
             continue
@@ -475,7 +486,7 @@ def _dropped(history: _History, found: _Query) -> Any:
     for k, term in enumerate(by_rarity):
         holding = found.postings[term][0]
         rarest[holding[rarest[holding] < 0]] = k
-    wanted = frozenset(found.words)
+    wanted = frozenset(index.vocabulary[w] for w in found.postings)  # the query words some unit holds
     dropped = np.zeros(len(history), dtype=bool)
     matched = np.flatnonzero(found.held)
     for unit, k in zip(matched.tolist(), rarest[matched].tolist(), strict=True):
@@ -489,8 +500,8 @@ def _dropped(history: _History, found: _Query) -> Any:
             candidates, final = _restatements(unit, holding, index)
             memo[key] = (candidates, final, len(holding))
         if candidates:
-            mine = index.stems[unit] & wanted
-            if any(mine <= index.stems[other] for other in candidates):
+            mine = index.words(unit) & wanted
+            if any(mine <= index.words(other) for other in candidates):
                 dropped[unit] = True
     return dropped
 
