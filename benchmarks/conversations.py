@@ -213,7 +213,8 @@ def to_messages(dicts: list[dict[str, Any]]) -> list[Message]:
 
 
 def flat_texts(dicts: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(role, text) with the tool structure flattened: the exact text contextshift counts per message."""
+    """(role, text) with the tool structure flattened: the exact text contextshift counts per message (for
+    llama-index, whose memory buffer counts plain text only)."""
     flat = []
     for d in dicts:
         role = d["role"]
@@ -222,16 +223,41 @@ def flat_texts(dicts: list[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 def to_langchain(dicts: list[dict[str, Any]]) -> list[Any]:
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    """The same conversation as LangChain messages, tool calls and results included (``AIMessage.tool_calls``
+    with parsed arguments, ``ToolMessage``), as an app using LangChain holds it."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
-    return [kinds[role](content=text, id=d["id"]) for (role, text), d in zip(flat_texts(dicts), dicts, strict=True)]
+    out: list[Any] = []
+    for d in dicts:
+        role, content = d["role"], d.get("content") or ""
+        if role == "tool":
+            out.append(ToolMessage(content=content, tool_call_id=d["tool_call_id"], id=d["id"]))
+        elif role == "assistant":
+            calls = [
+                {"name": c["function"]["name"], "args": json.loads(c["function"]["arguments"]), "id": c["id"]}
+                for c in d.get("tool_calls", ())
+            ]
+            out.append(AIMessage(content=content, tool_calls=calls, id=d["id"]))
+        else:
+            out.append((SystemMessage if role == "system" else HumanMessage)(content=content, id=d["id"]))
+    return out
+
+
+def langchain_text(message: Any) -> str:
+    """The text of a LangChain message that contextshift counts for the same message: its content, then each
+    tool call's name and arguments (``Message.text``), so both sides count the same characters."""
+    content = message.content
+    pieces = [content] if content else []
+    for call in getattr(message, "tool_calls", None) or ():
+        pieces.append(call["name"])
+        pieces.append(json.dumps(call["args"]))
+    return "\n".join(pieces)
 
 
 def to_langchain_dicts(dicts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The flattened conversation as OpenAI-style dicts, for ``langchain_core.messages.convert_to_messages``."""
-    flat = zip(flat_texts(dicts), dicts, strict=True)
-    return [{"role": role, "content": text, "id": d["id"]} for (role, text), d in flat]
+    """The conversation as the OpenAI-style dicts ``langchain_core.messages.convert_to_messages`` takes, tool
+    calls and results included (the same dicts contextshift gets)."""
+    return [dict(d) for d in dicts]
 
 
 def to_llamaindex(dicts: list[dict[str, Any]]) -> list[Any]:

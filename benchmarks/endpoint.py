@@ -5,20 +5,25 @@ Run from the project root:
     .venv/bin/python -m benchmarks.endpoint           # 100 / 1k / 10k messages -> benchmarks/results/endpoint.md
     .venv/bin/python -m benchmarks.endpoint --quick   # CI smoke (100 / 1k, fewer calls), writes nothing by default
 
-What it does: starts the fake OpenAI-compatible provider of ``tests/fakes`` (it echoes the last user message)
-in a process of its own (``python -m tests.fakes``), and the service as ``contextshift serve`` on a fresh SQLite
-file in a temporary folder, as it is deployed: three processes on loopback, so that neither server's work
-waits for the other's (or the benchmark's) hold on one interpreter. Over HTTP it creates a provider on the
-fake and the model ``gpt-4o`` (the exact o200k profile) with a 128,000-token window. Per size it builds one
-conversation of that many messages (``benchmarks/conversations.py``: 10-120 words a turn, some parallel
-tool calls, ending with a user question) and sends the same Chat Completions body, non-streaming, with httpx:
+What it does: starts a fixed-reply upstream (``python -m benchmarks.serving``: it reads each request body
+whole and parses none of it, so the direct path costs what the network and the upstream's reading cost, never
+a JSON parse that grows with the body) in a process of its own, and the service as ``contextshift serve`` on a
+fresh SQLite file in a temporary folder, as it is deployed: three processes on loopback, so that neither
+server's work waits for the other's (or the benchmark's) hold on one interpreter (``serving.served_model``).
+Over HTTP it creates a provider on the upstream and the model ``gpt-4o`` (the exact o200k profile) with a
+128,000-token window. Where a ``litellm`` command is found (``$CONTEXTSHIFT_BENCH_LITELLM``, or on the
+PATH; a virtualenv of its own with ``litellm[proxy]`` will do), LiteLLM's proxy runs beside it, offline
+(``LITELLM_LOCAL_MODEL_COST_MAP=True``), in front of the same upstream. Per size it builds one conversation of
+that many messages (``benchmarks/conversations.py``: 10-120 words a turn, some parallel tool calls, ending with
+a user question) and sends the same Chat Completions body, non-streaming, with httpx:
 
-* *direct*: ``POST {fake}/chat/completions``, what the app would do without contextshift;
+* *direct*: ``POST {upstream}/chat/completions``, what the app would do without contextshift;
 * *endpoint*: ``POST {service}/v1/chat/completions`` with a contextshift token: authentication, fitting
   (the 10k conversation is over the window, so it is shifted; the smaller ones fit whole), the audit, and
-  the same call to the fake (the call's end, its usage and the calibration are written after the reply).
+  the same call to the upstream (the call's end and the calibration are written after the reply);
+* *LiteLLM proxy* (when installed): ``POST {litellm}/chat/completions``, the same body passed on whole.
 
-Calls alternate (direct, endpoint, direct, ...) so that load from other processes falls on both alike;
+Calls alternate (direct, endpoint, LiteLLM, direct, ...) so that load from other processes falls on both alike;
 the first two of each kind are warm-up. The table gives medians and the difference of the medians (the
 added latency; target: under 10 ms at 1k messages), the service process's CPU time per endpoint call (read
 from ``/proc``: what the endpoint costs, much less moved by other processes than the clock is), the first
@@ -30,14 +35,19 @@ Timings are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import resource
+import secrets
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +57,15 @@ from contextshift import __version__
 
 from . import conversations
 from .report import load_note, say
-from .signin import BENCH_HEADERS, BENCH_TOKEN
+from .serving import served_model
+from .signin import BENCH_HEADERS
 
 RESULTS = Path(__file__).resolve().parent / "results" / "endpoint.md"
 MODEL = "gpt-4o"
 WINDOW = 128_000
 TARGET_MS_AT_1K = 10.0
+#: LiteLLM's proxy's master key for this run (it will not start without one).
+LITELLM_KEY = f"sk-{secrets.token_hex(32)}"
 
 
 def conversation(size: int) -> list[dict[str, Any]]:
@@ -80,73 +93,122 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(sizes: list[int], calls: int) -> list[dict[str, Any]]:
-    from tests.serving import ServeProcess
+@contextlib.contextmanager
+def litellm_proxy(upstream_url: str) -> Iterator[str | None]:
+    """LiteLLM's proxy (``litellm --config``) on a loopback port in front of the same upstream, offline
+    (``LITELLM_LOCAL_MODEL_COST_MAP=True``), if a ``litellm`` command is found; its base URL, or None.
 
-    rows: list[dict[str, Any]] = []
+    The command is ``$CONTEXTSHIFT_BENCH_LITELLM``, else ``litellm`` on the PATH or beside this interpreter. It runs
+    in a process of its own, so it may come from a virtualenv of its own: ``litellm[proxy]`` pins older versions
+    of packages contextshift uses (cryptography, websockets, rich), so it is not in the ``bench`` extra."""
+    command = os.environ.get("CONTEXTSHIFT_BENCH_LITELLM") or shutil.which("litellm")
+    beside = Path(sys.executable).parent / "litellm"
+    if command is None and beside.exists():
+        command = str(beside)
+    if command is None:
+        yield None
+        return
     with tempfile.TemporaryDirectory() as folder:
-        fake = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        config = Path(folder) / "litellm.yaml"
+        config.write_text(
+            "model_list:\n"
+            f"  - model_name: {MODEL}\n"
+            "    litellm_params:\n"
+            f"      model: openai/{MODEL}\n"
+            f"      api_base: {upstream_url}\n"
+            "      api_key: sk-bench\n",
+            encoding="utf-8",
         )
-        assert fake.stdout is not None and fake.stdin is not None
-        fake_url = f"http://127.0.0.1:{int(fake.stdout.readline())}"
-        env = {"CONTEXTSHIFT_ADMIN_TOKEN": BENCH_TOKEN, "CONTEXTSHIFT_DATA_DIR": folder}
-        service = ServeProcess(f"sqlite:///{Path(folder) / 'bench.db'}", Path(folder) / "serve.log", env).start()
-        assert service.process is not None
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        env = {
+            **os.environ,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "LITELLM_LOG": "ERROR",
+            "LITELLM_MASTER_KEY": LITELLM_KEY,  # it refuses to start without one
+        }
+        log = (Path(folder) / "litellm.log").open("w")
+        process = subprocess.Popen(
+            [command, "--config", str(config), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        url = f"http://127.0.0.1:{port}"
         try:
-            with httpx.Client(timeout=120) as client:
-                provider = client.post(
-                    f"{service.url}/api/v2/providers",
-                    json={"name": "fake", "kind": "openai", "base_url": fake_url, "api_key": "sk-bench"},
-                    headers=BENCH_HEADERS,
-                ).json()["provider"]
-                created = client.post(
-                    f"{service.url}/api/v2/models",
-                    json={"provider_id": provider["id"], "name": MODEL, "type": "chat", "context_window": WINDOW},
-                    headers=BENCH_HEADERS,
-                )
-                assert created.status_code == 201, created.text
-                endpoint_url = f"{service.url}/v1/chat/completions"
-                for size in sizes:
-                    body = {"model": MODEL, "messages": conversation(size), "max_tokens": 1000}
-                    size_bytes = len(httpx.Request("POST", "/", json=body).content)
-                    first, _ = post(client, endpoint_url, body, BENCH_HEADERS)
-                    direct: list[float] = []
-                    endpoint: list[float] = []
-                    cpu = 0.0
-                    excluded = 0
-                    for n in range(calls + 2):
-                        took, _ = post(client, f"{fake_url}/chat/completions", body, {"Authorization": "Bearer sk"})
-                        before = cpu_seconds(service.process.pid)
-                        took_endpoint, response = post(client, endpoint_url, body, BENCH_HEADERS)
-                        after = cpu_seconds(service.process.pid)
-                        excluded = int(response.headers["x-contextshift-excluded"])
-                        if n >= 2:
-                            direct.append(took)
-                            endpoint.append(took_endpoint)
-                            cpu += (after - before) if before is not None and after is not None else float("nan")
-                    row = {
-                        "size": size,
-                        "bytes": size_bytes,
-                        "direct_ms": statistics.median(direct) * 1000,
-                        "endpoint_ms": statistics.median(endpoint) * 1000,
-                        "cpu_ms": cpu / calls * 1000,
-                        "first_ms": first * 1000,
-                        "excluded": excluded,
-                        "calls": calls,
-                    }
-                    row["added_ms"] = row["endpoint_ms"] - row["direct_ms"]
-                    rows.append(row)
-                    say(
-                        f"{size:>6} messages ({size_bytes / 1e6:5.2f} MB): direct {row['direct_ms']:7.2f} ms, "
-                        f"endpoint {row['endpoint_ms']:7.2f} ms, added {row['added_ms']:7.2f} ms, service CPU "
-                        f"{row['cpu_ms']:6.1f} ms/call, first call {row['first_ms']:7.1f} ms, {excluded} left out "
-                        f"({calls} calls each)"
-                    )
+            deadline = time.monotonic() + 300  # importing litellm takes long on a loaded machine
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/health/liveliness", timeout=2).status_code == 200:
+                        break
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"LiteLLM's proxy did not start (see {log.name})")
+                time.sleep(0.25)
+            yield url
         finally:
-            service.stop()
-            fake.stdin.close()
-            fake.wait(timeout=30)
+            process.terminate()
+            process.wait(timeout=30)
+            log.close()
+
+
+def run(sizes: list[int], calls: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    with (
+        served_model(MODEL, WINDOW) as served,
+        litellm_proxy(served.upstream_url) as litellm_url,
+        httpx.Client(timeout=120) as client,
+    ):
+        if litellm_url is None:
+            say("no litellm command (CONTEXTSHIFT_BENCH_LITELLM or PATH): LiteLLM's proxy is not measured")
+        endpoint_url = f"{served.url}/v1/chat/completions"
+        upstream = {"Authorization": "Bearer sk-bench"}
+        for size in sizes:
+            body = {"model": MODEL, "messages": conversation(size), "max_tokens": 1000}
+            size_bytes = len(httpx.Request("POST", "/", json=body).content)
+            first, _ = post(client, endpoint_url, body, BENCH_HEADERS)
+            direct: list[float] = []
+            endpoint: list[float] = []
+            litellm: list[float] = []
+            cpu = 0.0
+            excluded = 0
+            for n in range(calls + 2):
+                took, _ = post(client, f"{served.upstream_url}/chat/completions", body, upstream)
+                before = cpu_seconds(served.pid)
+                took_endpoint, response = post(client, endpoint_url, body, BENCH_HEADERS)
+                after = cpu_seconds(served.pid)
+                took_litellm = (
+                    post(client, f"{litellm_url}/chat/completions", body, {"Authorization": f"Bearer {LITELLM_KEY}"})[0]
+                    if litellm_url
+                    else 0.0
+                )
+                excluded = int(response.headers["x-contextshift-excluded"])
+                if n >= 2:
+                    direct.append(took)
+                    endpoint.append(took_endpoint)
+                    litellm.append(took_litellm)
+                    cpu += (after - before) if before is not None and after is not None else float("nan")
+            row = {
+                "size": size,
+                "bytes": size_bytes,
+                "direct_ms": statistics.median(direct) * 1000,
+                "endpoint_ms": statistics.median(endpoint) * 1000,
+                "litellm_ms": statistics.median(litellm) * 1000 if litellm_url else None,
+                "cpu_ms": cpu / calls * 1000,
+                "first_ms": first * 1000,
+                "excluded": excluded,
+                "calls": calls,
+            }
+            row["added_ms"] = row["endpoint_ms"] - row["direct_ms"]
+            row["litellm_added_ms"] = row["litellm_ms"] - row["direct_ms"] if litellm_url else None
+            rows.append(row)
+            beside = f", LiteLLM proxy added {row['litellm_added_ms']:7.2f} ms" if litellm_url else ""
+            say(
+                f"{size:>6} messages ({size_bytes / 1e6:5.2f} MB): direct {row['direct_ms']:7.2f} ms, "
+                f"endpoint {row['endpoint_ms']:7.2f} ms, added {row['added_ms']:7.2f} ms{beside}, service CPU "
+                f"{row['cpu_ms']:6.1f} ms/call, first call {row['first_ms']:7.1f} ms, {excluded} left out "
+                f"({calls} calls each)"
+            )
     return rows
 
 
@@ -158,24 +220,28 @@ def markdown(rows: list[dict[str, Any]], command: str, load: str) -> str:
         f"`{command}` · contextshift {__version__} · Python {platform.python_version()} · {platform.machine()} · "
         f"{load}",
         "",
-        f"Model `{MODEL}` (o200k, exact), window {WINDOW:,} tokens, `max_tokens` 1000, non-streaming; the fake "
-        "provider, the service (`contextshift serve`, SQLite) and this benchmark in three processes on loopback; "
+        f"Model `{MODEL}` (o200k, exact), window {WINDOW:,} tokens, `max_tokens` 1000, non-streaming; a fixed-reply "
+        "upstream that parses no body (`python -m benchmarks.serving`), the service (`contextshift serve`, SQLite) "
+        "and this benchmark in three processes on loopback; "
         "medians of the calls per size, taken alternately. *Added* is the endpoint's median minus the direct "
         "median: authentication, reading the body, fitting, writing the audit and the second HTTP hop (the "
         "call's end and the calibration are written after the reply). *Service CPU* is the CPU time the "
         "service process used per endpoint call, those writes included. *First call* is the first "
         "endpoint call of each size (its texts not yet in the token-count cache; the timed calls resend the same "
-        "history, as an agent does).",
+        "history, as an agent does). *LiteLLM proxy added*: LiteLLM's proxy (offline cost map) in front of the same "
+        "upstream, its median minus the direct median, in the same run (it passes the whole body on: it does not "
+        "fit the conversation to the window).",
         "",
-        "| messages | body | direct (median) | endpoint (median) | added | service CPU per call | first call "
-        "| left out | calls |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| messages | body | direct (median) | endpoint (median) | added | LiteLLM proxy added | service CPU per "
+        "call | first call | left out | calls |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
+        litellm = "not run" if r["litellm_added_ms"] is None else f"{r['litellm_added_ms']:.2f} ms"
         lines.append(
             f"| {r['size']:,} | {r['bytes'] / 1e6:.2f} MB | {r['direct_ms']:.2f} ms | {r['endpoint_ms']:.2f} ms | "
-            f"**{r['added_ms']:.2f} ms** | {r['cpu_ms']:.1f} ms | {r['first_ms']:.1f} ms | {r['excluded']:,} | "
-            f"{r['calls']} |"
+            f"**{r['added_ms']:.2f} ms** | {litellm} | {r['cpu_ms']:.1f} ms | {r['first_ms']:.1f} ms | "
+            f"{r['excluded']:,} | {r['calls']} |"
         )
     at_1k = next((r for r in rows if r["size"] == 1000), None)
     if at_1k is not None:

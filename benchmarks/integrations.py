@@ -23,12 +23,9 @@ peak memory is the tracemalloc peak of one more call, run separately. Timings ar
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +34,7 @@ from typing import Any
 from contextshift import __version__
 
 from . import conversations as conv
-from .report import Row, load_note, markdown_table, measure, peak_mib, say, text_table
+from .report import Harness, Row, arguments, say, section
 from .shifting import per_message
 
 RESULTS = Path(__file__).resolve().parent / "results" / "integrations.md"
@@ -56,14 +53,8 @@ class Config:
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None) -> Config:
-        parser = argparse.ArgumentParser(prog="python -m benchmarks.integrations", description=__doc__.split("\n")[0])
-        parser.add_argument("--quick", action="store_true", help="CI smoke: 3 runs, a short warm-up")
-        parser.add_argument(
-            "--markdown",
-            type=Path,
-            default=None,
-            help="where to write the Markdown table (default: benchmarks/results/integrations.md for a full run, "
-            "nowhere for --quick)",
+        parser = arguments(
+            "integrations", __doc__, "CI smoke: 3 runs, a short warm-up", "benchmarks/results/integrations.md"
         )
         args = parser.parse_args(argv)
         if args.quick:
@@ -71,40 +62,11 @@ class Config:
         return cls(False, (1_000, 10_000), (8_000, 100_000), 7, 0.5, args.markdown or RESULTS)
 
 
-def text_of(message: Any) -> str:
-    parts = [message.content if isinstance(message.content, str) else json.dumps(message.content)]
-    for call in getattr(message, "tool_calls", None) or ():
-        parts.append(call["name"])
-        parts.append(json.dumps(call["args"]))
-    return "\n".join(parts)
-
-
 @per_message
 def quarter(message: Any) -> int:
-    """The shared per-message counter (trim_messages sums it over a list; so does contextshift's adapter)."""
-    return len(text_of(message)) // 4 + 4
-
-
-def langchain_messages(size: int) -> list[Any]:
-    """The benchmark conversation as LangChain messages with real tool calls."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    out: list[Any] = []
-    for d in conv.generate(size):
-        role, content, ident = d["role"], d["content"], d["id"]
-        if role == "system":
-            out.append(SystemMessage(content, id=ident))
-        elif role == "user":
-            out.append(HumanMessage(content, id=ident))
-        elif role == "tool":
-            out.append(ToolMessage(content, tool_call_id=d["tool_call_id"], id=ident))
-        else:
-            calls = [
-                {"name": c["function"]["name"], "args": json.loads(c["function"]["arguments"]), "id": c["id"]}
-                for c in d.get("tool_calls", ())
-            ]
-            out.append(AIMessage(content, tool_calls=calls, id=ident))
-    return out
+    """The shared per-message counter (trim_messages sums it over a list; so does contextshift's adapter): over
+    the text contextshift counts, content then each tool call's name and arguments."""
+    return len(conv.langchain_text(message)) // 4 + 4
 
 
 def orphans(messages: Sequence[Any]) -> int:
@@ -123,33 +85,10 @@ def machine() -> str:
     )
 
 
-class Bench:
+class Bench(Harness):
     def __init__(self, cfg: Config) -> None:
+        super().__init__(quick=cfg.quick, max_runs=cfg.max_runs, warmup=cfg.warmup)
         self.cfg = cfg
-        self.rows: list[Row] = []
-        self.sanity: list[str] = []
-        self.problems: list[str] = []
-        self.load_before = self.load_after = ""
-
-    def row(
-        self,
-        case: str,
-        library: str,
-        messages: int,
-        budget: int,
-        fn: Callable[[], Any],
-        *,
-        baseline: Row | None = None,
-        note: str = "",
-    ) -> Row:
-        say(f"  {case:<28} {library:<34} {messages:>7,} msgs  budget {budget:>7,} ...", end="")
-        timing = measure(fn, max_runs=self.cfg.max_runs, warmup=self.cfg.warmup, single_shot_after=30.0)
-        peak = peak_mib(fn)
-        row = Row(case, library, messages, budget, timing, peak, kept=len(timing.result), baseline=baseline, note=note)
-        self.rows.append(row)
-        ratio = "" if row.ratio is None else f"  ({row.ratio:.2f}× contextshift)"
-        say(f" {row.median_ms:,.2f} ms median of {len(timing.samples)}, peak {peak:.1f} MiB{ratio}")
-        return row
 
     def case(
         self, name: str, messages: list[Any], budget: int, counter: Any, measure_list: Callable[[Any], int]
@@ -165,6 +104,8 @@ class Bench:
             n,
             budget,
             lambda: shift_messages(messages, max_tokens=budget, token_counter=counter),
+            kept=len,
+            single_shot_after=30.0,
         )
         peer = self.row(
             name,
@@ -179,7 +120,9 @@ class Bench:
                 include_system=True,
                 start_on="human",
             ),
+            kept=len,
             baseline=base,
+            single_shot_after=30.0,
         )
         ours, theirs = base.timing.result, peer.timing.result  # type: ignore[union-attr]
         ours_tokens, theirs_tokens = measure_list(ours), measure_list(theirs)
@@ -202,77 +145,51 @@ class Bench:
             if row.ratio is not None:
                 out.append(
                     f"{row.case}, {row.messages:,} msgs, budget {row.budget:,}: shift_messages takes "
-                    f"{1 / row.ratio:.2f}× trim_messages' time; peak memory {row.baseline.peak:.1f} MiB "  # type: ignore[union-attr]
-                    f"against {row.peak:.1f} MiB"
+                    f"{1 / row.ratio:.2f}× trim_messages' time; peak memory {mib(row.baseline)} against {mib(row)}"
                 )
         return out
 
 
+def mib(row: Row | None) -> str:
+    return "– (no memory run)" if row is None or row.peak is None else f"{row.peak:.1f} MiB"
+
+
 def markdown(bench: Bench, elapsed: float) -> str:
-    lines = [
-        "# contextshift benchmark: the LangChain adapter against trim_messages",
-        "",
-        "Generated by `.venv/bin/python -m benchmarks.integrations` (do not edit by hand).",
-        "",
-        f"Machine: {machine()}. Whole run: {elapsed:.0f} s; {bench.load_before} at the start, "
-        f"{bench.load_after} at the end.",
-        "",
-        "The same LangChain messages on both sides (a system prompt, user and assistant turns of 10–120 words, "
-        "about one assistant turn in eight calling one or two tools with real `tool_calls` and `ToolMessage`s), "
-        "counted by the same LangChain counter: *per-message counter* `len(text)//4 + 4` per message (text: "
-        "content and tool calls), *approximate* LangChain's `count_tokens_approximately`. trim_messages runs "
-        "with `strategy='last', include_system=True, start_on='human'`; shift_messages with its defaults. "
-        "shift_messages' time includes converting the messages to contextshift's and back and its final count "
-        "of the fitted list by the counter. Median of up to 7 timed runs after a warm-up; peak MiB is "
-        "tracemalloc's peak during one more call. `time ÷ contextshift` above 1 means contextshift was faster.",
-        "",
-        markdown_table(bench.rows),
-        "",
-        "## Ratios",
-        "",
-        *[f"- {line}" for line in bench.ratios()],
-        "",
-        "## Kept messages",
-        "",
-        *[f"- {line}" for line in bench.sanity],
-        "",
-    ]
-    return "\n".join(lines)
+    return bench.page(
+        "contextshift benchmark: the LangChain adapter against trim_messages",
+        "python -m benchmarks.integrations",
+        machine(),
+        elapsed,
+        [
+            "The same LangChain messages on both sides (a system prompt, user and assistant turns of 10–120 words, "
+            "about one assistant turn in eight calling one or two tools with real `tool_calls` and `ToolMessage`s), "
+            "counted by the same LangChain counter: *per-message counter* `len(text)//4 + 4` per message (text: "
+            "content and tool calls), *approximate* LangChain's `count_tokens_approximately`. trim_messages runs "
+            "with `strategy='last', include_system=True, start_on='human'`; shift_messages with its defaults. "
+            "shift_messages' time includes converting the messages to contextshift's and back and its final count "
+            "of the fitted list by the counter. Median of up to 7 timed runs after a warm-up; peak MiB is "
+            "tracemalloc's peak during one more call. `time ÷ contextshift` above 1 means contextshift was faster.",
+        ],
+        section("Ratios", bench.ratios()),
+        section("Kept messages", bench.sanity),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = Config.from_args(argv)
     from langchain_core.messages.utils import count_tokens_approximately
 
-    started = time.perf_counter()
     bench = Bench(cfg)
-    say(f"contextshift integrations benchmark ({'quick' if cfg.quick else 'full'}): {machine()}")
-    bench.load_before = load_note()
-    say(f"  {bench.load_before}")
+    started = bench.begin(f"contextshift integrations benchmark ({'quick' if cfg.quick else 'full'}): {machine()}")
     for n in cfg.sizes:
-        messages = langchain_messages(n)
+        messages = conv.to_langchain(conv.generate(n))
         say(f"\n[{n:,} messages]")
         for budget in cfg.budgets:
             bench.case(PER_MESSAGE, messages, budget, quarter, lambda ms: sum(map(quarter, ms)))
             bench.case(APPROX, messages, budget, "approximate", count_tokens_approximately)
-    elapsed = time.perf_counter() - started
-    bench.load_after = load_note()
-    say("\nResults\n")
-    say(text_table(bench.rows))
-    say("\nRatios")
-    for line in bench.ratios():
-        say(f"  {line}")
-    say("\nCorrectness sanity (not timing)")
-    for line in bench.sanity:
-        say(f"  {line}")
-    for problem in bench.problems:
-        say(f"  PROBLEM: {problem}")
-    if cfg.markdown is not None:
-        cfg.markdown.parent.mkdir(parents=True, exist_ok=True)
-        cfg.markdown.write_text(markdown(bench, elapsed), encoding="utf-8")
-        say(f"\nMarkdown table written to {cfg.markdown}")
-    say(f"\nDone in {time.perf_counter() - started:.0f} s.")
-    return 1 if bench.problems else 0
+    return bench.conclude(
+        started, ratios=bench.ratios(), markdown=lambda elapsed: markdown(bench, elapsed), path=cfg.markdown
+    )
 
 
 if __name__ == "__main__":

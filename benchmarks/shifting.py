@@ -27,8 +27,8 @@ Timings are printed, never asserted.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import functools
 import importlib.util
 import inspect
 import math
@@ -44,7 +44,7 @@ from contextshift import ApproximateProfile, Message, ShiftResult, get_tokenizer
 from contextshift.tokenizers import TiktokenProfile
 
 from . import conversations as conv
-from .report import Row, load_note, machine, markdown_table, measure, peak_mib, say, text_table
+from .report import Harness, Row, arguments, machine, say, section
 
 RESULTS = Path(__file__).resolve().parent / "results" / "shifting.md"
 SAME = "same counter"
@@ -69,14 +69,8 @@ class Config:
 
     @classmethod
     def from_args(cls, argv: Sequence[str] | None) -> Config:
-        parser = argparse.ArgumentParser(prog="python -m benchmarks.shifting", description=__doc__.split("\n")[0])
-        parser.add_argument("--quick", action="store_true", help="CI smoke: 1k and 10k messages, 3 runs")
-        parser.add_argument(
-            "--markdown",
-            type=Path,
-            default=None,
-            help="where to write the Markdown table (default: benchmarks/results/shifting.md "
-            "for a full run, nowhere for --quick)",
+        parser = arguments(
+            "shifting", __doc__, "CI smoke: 1k and 10k messages, 3 runs", "benchmarks/results/shifting.md"
         )
         args = parser.parse_args(argv)
         if args.quick:
@@ -131,8 +125,9 @@ def per_message(count: Callable[[Any], int]) -> Callable[[Any], int]:
 
 @per_message
 def lc_quarter(message: Any) -> int:
-    """LangChain's side of the shared counter: ``len(text)//4 + 4`` per message."""
-    return len(message.content) // 4 + 4
+    """LangChain's side of the shared counter: ``len(text)//4 + 4`` per message, over the text contextshift
+    counts (content, then each tool call's name and arguments)."""
+    return len(conv.langchain_text(message)) // 4 + 4
 
 
 def llama_quarter(text: str) -> list[int]:
@@ -193,58 +188,13 @@ def trim(messages: list[Any], budget: int, counter: Any) -> list[Any]:
 # -- the cases ------------------------------------------------------------------------------------------
 
 
-class Bench:
+class Bench(Harness):
     def __init__(self, cfg: Config) -> None:
+        super().__init__(quick=cfg.quick, max_runs=cfg.max_runs, warmup=cfg.warmup)
         self.cfg = cfg
-        self.rows: list[Row] = []
-        self.sanity: list[str] = []
-        self.problems: list[str] = []
-        self.load_before = self.load_after = ""
         # (messages, seconds): the slower median get() at the largest size so far. A larger size is skipped
         # when its quadratic extrapolation from there is over the cap.
         self.llama_last: tuple[int, float] | None = None
-
-    def row(
-        self,
-        case: str,
-        library: str,
-        messages: int,
-        budget: int,
-        fn: Callable[[], Any],
-        *,
-        setup: Callable[[], None] | None = None,
-        kept: Callable[[Any], int] | None = None,
-        baseline: Row | None = None,
-        note: str = "",
-        memory: bool = True,
-        single_shot_after: float | None = None,
-    ) -> Row:
-        say(f"  {case:<28} {library:<34} {messages:>7,} msgs  budget {budget:>7,} ...", end="")
-        began = time.perf_counter()
-        if single_shot_after is None:  # a first call slower than this is the only sample
-            single_shot_after = 10.0 if baseline is None else 5.0
-        timing = measure(
-            fn, max_runs=self.cfg.max_runs, setup=setup, warmup=self.cfg.warmup, single_shot_after=single_shot_after
-        )
-        # tracemalloc slows allocation-heavy calls several times over: the peers' slow calls get no
-        # memory run (contextshift's always do, except in --quick).
-        memory = memory and timing.median < (0.3 if self.cfg.quick else 1e9 if baseline is None else 2.0)
-        peak = peak_mib(fn, setup) if memory else None
-        row = Row(
-            case,
-            library,
-            messages,
-            budget,
-            timing,
-            peak,
-            kept=None if kept is None else kept(timing.result),
-            baseline=baseline,
-            note=note,
-        )
-        self.rows.append(row)
-        ratio = "" if row.ratio is None else f"  ({row.ratio:.2f}× contextshift)"
-        say(f" {row.median_ms:,.2f} ms median of {len(timing.samples)}{ratio} [{time.perf_counter() - began:.1f} s]")
-        return row
 
     def skipped(self, case: str, library: str, messages: int, budget: int, note: str) -> None:
         self.rows.append(Row(case, library, messages, budget, note=note))
@@ -372,7 +322,7 @@ class Bench:
 
         @per_message
         def tk(message: Any) -> int:
-            return len(encoding.encode(message.content)) + 3
+            return len(encoding.encode(conv.langchain_text(message))) + 3
 
         base = self.row(
             EXACT_ONE,
@@ -417,7 +367,15 @@ class Bench:
 
         @per_message
         def tk(message: Any) -> int:
-            return len(encoding.encode(message.content)) + 3
+            return len(encoding.encode(conv.langchain_text(message))) + 3
+
+        @functools.lru_cache(maxsize=1 << 16)
+        def encoded(text: str) -> int:
+            return len(encoding.encode(text))
+
+        @per_message
+        def tk_cached(message: Any) -> int:  # what an app would write: tiktoken behind an lru_cache
+            return encoded(conv.langchain_text(message)) + 3
 
         for budget in cfg.growing_budgets:
 
@@ -430,12 +388,12 @@ class Bench:
                 assert result is not None
                 return result
 
-            def run_lc(budget: int = budget) -> list[Any]:
+            def run_lc(budget: int = budget, counter: Any = tk) -> list[Any]:
                 convo = list(lc_base)
                 result: list[Any] = []
                 for turn in range(turns):
                     convo.extend(extra_lc[2 * turn : 2 * turn + 2])
-                    result = trim(convo, budget, tk)
+                    result = trim(convo, budget, counter)
                 return result
 
             base = self.row(
@@ -459,6 +417,17 @@ class Bench:
                 kept=len,
                 baseline=base,
                 note=label,
+            )
+            self.row(
+                GROWING,
+                "langchain trim_messages + tiktoken in lru_cache",
+                final,
+                budget,
+                functools.partial(run_lc, budget, tk_cached),
+                setup=encoded.cache_clear,
+                kept=len,
+                baseline=base,
+                note=f"{label}; counts cached by text, cache starts empty",
             )
             hits, misses = holder["p"].cache.hits, holder["p"].cache.misses
             self.sanity.append(
@@ -588,49 +557,40 @@ class Bench:
 
 
 def markdown(bench: Bench, targets: list[tuple[bool, str]], elapsed: float) -> str:
-    lines = [
-        "# contextshift benchmark: context shifting",
-        "",
-        "Generated by `.venv/bin/python -m benchmarks.shifting` (do not edit by hand).",
-        "",
-        f"Machine: {machine()}. Whole run: {elapsed:.0f} s; {bench.load_before} at the start, "
-        f"{bench.load_after} at the end.",
-        "",
-        "Conversations: a system prompt, then alternating user/assistant turns of 10–120 words (about 440 "
-        "characters a message), with about one assistant turn in eight calling one or two tools. contextshift "
-        "gets the tool calls and results; the peers get the same messages with tools flattened into plain "
-        "assistant text, so each message costs the same on every side. *same counter*: `len(text)//4 + 4` "
-        "per message everywhere (llama-index: `len(joined history)//4`, no per-message overhead). "
-        "*exact o200k*: contextshift's `get_tokenizer('gpt-4o')` profile (toktok, 3 tokens a message + 3 "
-        "priming) against a per-message tiktoken o200k counter (+3). *growing*: one user/assistant pair "
-        "appended per turn and a shift on every turn; the time is the total over all turns.",
-        "",
-        "Median of up to 7 timed runs after a warm-up (fewer for slow calls; the `runs` column), garbage "
-        "collector paused in timed calls. Peak MiB is tracemalloc's peak during one more call, run "
-        "separately (a peer call slower than 2 s gets no memory run: tracemalloc would slow it several-fold, "
-        "and the column shows –). `time ÷ contextshift` above 1 means contextshift was faster.",
-        "",
-        markdown_table(bench.rows),
-        "",
-        "## Targets",
-        "",
-        *[f"- {'met' if ok else '**not met**'}: {text}" for ok, text in targets],
-        "",
-        "## Kept messages (same counter and budget)",
-        "",
-        *[f"- {line}" for line in bench.sanity],
-        "",
-    ]
-    return "\n".join(lines)
+    return bench.page(
+        "contextshift benchmark: context shifting",
+        "python -m benchmarks.shifting",
+        machine(),
+        elapsed,
+        [
+            "Conversations: a system prompt, then alternating user/assistant turns of 10–120 words (about 440 "
+            "characters a message), with about one assistant turn in eight calling one or two tools. contextshift "
+            "and LangChain get the same messages with their tool calls and results (LangChain: `AIMessage.tool_calls` "
+            "and `ToolMessage`s); both count the same text per message: the content, then each tool call's name and "
+            "arguments (LangChain's counter serializes the parsed arguments back, which gives the same characters). "
+            "llama-index's memory buffer counts plain text only, so it gets the messages with tools flattened into "
+            "that same text. *same counter*: `len(text)//4 + 4` per message everywhere (llama-index: "
+            "`len(joined history)//4`, no per-message overhead). *exact o200k*: contextshift's "
+            "`get_tokenizer('gpt-4o')` profile (toktok, 3 tokens a message + 3 priming) against a per-message "
+            "tiktoken o200k counter (+3). *growing*: one user/assistant pair appended per turn and a shift on every "
+            "turn; the time is the total over all turns; the peer runs twice, counting every message each turn and "
+            "with tiktoken behind an `lru_cache` keyed on the text (its cache emptied before each run, as "
+            "contextshift's profile starts empty).",
+            "",
+            "Median of up to 7 timed runs after a warm-up (fewer for slow calls; the `runs` column), garbage "
+            "collector paused in timed calls. Peak MiB is tracemalloc's peak during one more call, run "
+            "separately (a peer call slower than 2 s gets no memory run: tracemalloc would slow it several-fold, "
+            "and the column shows –). `time ÷ contextshift` above 1 means contextshift was faster.",
+        ],
+        section("Targets", [f"{'met' if ok else '**not met**'}: {text}" for ok, text in targets]),
+        section("Kept messages (same counter and budget)", bench.sanity),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = Config.from_args(argv)
-    started = time.perf_counter()
     bench = Bench(cfg)
-    say(f"contextshift shifting benchmark ({'quick' if cfg.quick else 'full'}): {machine()}")
-    bench.load_before = load_note()
-    say(f"  {bench.load_before}")
+    started = bench.begin(f"contextshift shifting benchmark ({'quick' if cfg.quick else 'full'}): {machine()}")
     encoding = tiktoken_o200k()
 
     corpora: dict[int, Corpus] = {}
@@ -658,28 +618,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         t = time.perf_counter()
         run()
         say(f" ({time.perf_counter() - t:.1f} s)")
-
-    elapsed = time.perf_counter() - started
-    bench.load_after = load_note()
-    targets = bench.targets()
-    say("\nResults\n")
-    say(text_table(bench.rows))
-    say("\nTargets" + (" (--quick: smaller sizes and fewer turns, so only indicative)" if cfg.quick else ""))
-    for ok, text in targets:
-        say(f"  [{'met' if ok else 'NOT MET'}] {text}")
-    say("\nCorrectness sanity (not timing)")
-    for line in bench.sanity:
-        say(f"  {line}")
-    for problem in bench.problems:
-        say(f"  PROBLEM: {problem}")
     if not bench.problems:
-        say("  contextshift's reported tokens were within budget in every case")
-    if cfg.markdown is not None:
-        cfg.markdown.parent.mkdir(parents=True, exist_ok=True)
-        cfg.markdown.write_text(markdown(bench, targets, elapsed), encoding="utf-8")
-        say(f"\nMarkdown table written to {cfg.markdown}")
-    say(f"\nDone in {time.perf_counter() - started:.0f} s.")
-    return 1 if bench.problems else 0
+        bench.sanity.append("contextshift's reported tokens were within budget in every case")
+    targets = bench.targets()
+    return bench.conclude(
+        started, targets=targets, markdown=lambda elapsed: markdown(bench, targets, elapsed), path=cfg.markdown
+    )
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ def _accepted_truncations(
             problem = "it names messages that are not in the prompt"
         elif any(s in kept_inputs or s in claimed for s in sources):
             problem = "it summarizes messages that are also kept or summarized twice"
-        elif any(prompt.group_of(s).protected for s in sources):
+        elif any(prompt.root(by_id[s]) in prompt.protected_roots for s in sources):  # no Group built per source
             problem = "it replaces protected context"
         if problem:
             diagnostics.append(f'context strategy "{name}": a replacement was rejected: {problem}')
@@ -237,13 +237,18 @@ def _heal_groups(prompt: Prompt, kept_ids: set[str]) -> list[str]:
 
 
 def _original_groups(prompt: Prompt, candidates: Sequence[Message]) -> list[Group]:
+    """The prompt's groups of the ``candidates`` (in the prompt's group order), then each new message alone:
+    found from the candidates, never by listing every group of a long prompt."""
     at = {m.id: i for i, m in enumerate(candidates)}
-    groups = []
-    for group in prompt.groups:
-        members = tuple(sorted(at[prompt.messages[p].id] for p in group.members if prompt.messages[p].id in at))
-        if members:
-            groups.append(Group(members=members, protected=group.protected))
-    groups.extend(Group(members=(i,), protected=False) for m, i in at.items() if m not in prompt.position)
+    position = prompt.position
+    by_root: dict[int, list[int]] = {}
+    for message_id, i in at.items():
+        p = position.get(message_id)
+        if p is not None:
+            by_root.setdefault(prompt.root(p), []).append(i)
+    protected = prompt.protected_roots
+    groups = [Group(members=tuple(sorted(by_root[r])), protected=r in protected) for r in sorted(by_root)]
+    groups.extend(Group(members=(i,), protected=False) for m, i in at.items() if m not in position)
     return groups
 
 
