@@ -30,9 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -44,7 +42,8 @@ from contextshift import __version__
 from contextshift.api.limits import DEFAULT_MAX_BODY_BYTES, MAX_MESSAGES, RELEASE_AFTER_BYTES, RELEASE_MEMORY_ENV
 
 from .report import load_note, say
-from .signin import BENCH_HEADERS, BENCH_TOKEN
+from .serving import served_model
+from .signin import BENCH_HEADERS
 
 RESULTS = Path(__file__).resolve().parent / "results" / "limits.md"
 MODEL = "gpt-4o"
@@ -118,79 +117,51 @@ def bodies() -> dict[str, tuple[bytes, int]]:
 
 
 def run(in_a_row: int, at_once: int, release: bool = True) -> list[dict[str, Any]]:
-    from tests.serving import ServeProcess
-
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as folder:
-        fake = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    release_env = {RELEASE_MEMORY_ENV: "1" if release else "0"}
+    with served_model(MODEL, WINDOW, echo=True, env=release_env) as served, httpx.Client(timeout=300) as client:
+        pid, url = served.pid, f"{served.url}/v1/chat/completions"
+        warm = client.post(
+            url, json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}, headers=BENCH_HEADERS
         )
-        assert fake.stdout is not None and fake.stdin is not None
-        fake_url = f"http://127.0.0.1:{int(fake.stdout.readline())}"
-        env = {"CONTEXTSHIFT_ADMIN_TOKEN": BENCH_TOKEN, "CONTEXTSHIFT_DATA_DIR": folder}
-        env[RELEASE_MEMORY_ENV] = "1" if release else "0"
-        service = ServeProcess(f"sqlite:///{Path(folder) / 'bench.db'}", Path(folder) / "serve.log", env).start()
-        assert service.process is not None
-        pid = service.process.pid
-        url = f"{service.url}/v1/chat/completions"
-        try:
-            with httpx.Client(timeout=300) as client:
-                provider = client.post(
-                    f"{service.url}/api/v2/providers",
-                    json={"name": "fake", "kind": "openai", "base_url": fake_url, "api_key": "sk-bench"},
-                    headers=BENCH_HEADERS,
-                ).json()["provider"]
-                created = client.post(
-                    f"{service.url}/api/v2/models",
-                    json={"provider_id": provider["id"], "name": MODEL, "type": "chat", "context_window": WINDOW},
-                    headers=BENCH_HEADERS,
-                )
-                assert created.status_code == 201, created.text
-                warm = client.post(
-                    url, json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}, headers=BENCH_HEADERS
-                )
-                assert warm.status_code == 200, warm.text
-                started = rss_mib(pid)
-                say(f"service RSS after start and one small call: {started:.0f} MiB")
+        assert warm.status_code == 200, warm.text
+        started = rss_mib(pid)
+        say(f"service RSS after start and one small call: {started:.0f} MiB")
 
-                def send(body: bytes, expected: int) -> None:
-                    with httpx.Client(timeout=300) as own:
-                        response = own.post(url, content=body, headers=JSON)
-                    if response.status_code != expected:
-                        raise RuntimeError(f"HTTP {response.status_code}, not {expected}: {response.text[:300]}")
+        def send(body: bytes, expected: int) -> None:
+            with httpx.Client(timeout=300) as own:
+                response = own.post(url, content=body, headers=JSON)
+            if response.status_code != expected:
+                raise RuntimeError(f"HTTP {response.status_code}, not {expected}: {response.text[:300]}")
 
-                for kind, (body, expected) in bodies().items():
-                    before = rss_mib(pid)
-                    seen = []
-                    for _ in range(in_a_row):
-                        send(body, expected)
-                        time.sleep(SETTLE_SECONDS)
-                        seen.append(rss_mib(pid))
-                    with ThreadPoolExecutor(at_once) as pool:
-                        list(pool.map(send, [body] * at_once, [expected] * at_once))
-                    time.sleep(SETTLE_SECONDS)
-                    seen.append(rss_mib(pid))
-                    row = {
-                        "release": release,
-                        "kind": kind,
-                        "bytes": len(body),
-                        "status": expected,
-                        "before": before,
-                        "peak": max(seen),
-                        "after": seen[-1],
-                        "row": seen[:in_a_row],
-                    }
-                    rows.append(row)
-                    say(
-                        f"{'release' if release else 'no release'}: {kind:<44} {len(body) / 1e6:6.2f} MB -> "
-                        f"{expected}: RSS {before:.0f} MiB before, "
-                        f"{row['peak']:.0f} peak, {row['after']:.0f} after; in a row: "
-                        + ", ".join(f"{v:.0f}" for v in row["row"])
-                    )
-        finally:
-            service.stop()
-            fake.stdin.close()
-            fake.wait(timeout=20)
+        for kind, (body, expected) in bodies().items():
+            before = rss_mib(pid)
+            seen = []
+            for _ in range(in_a_row):
+                send(body, expected)
+                time.sleep(SETTLE_SECONDS)
+                seen.append(rss_mib(pid))
+            with ThreadPoolExecutor(at_once) as pool:
+                list(pool.map(send, [body] * at_once, [expected] * at_once))
+            time.sleep(SETTLE_SECONDS)
+            seen.append(rss_mib(pid))
+            row = {
+                "release": release,
+                "kind": kind,
+                "bytes": len(body),
+                "status": expected,
+                "before": before,
+                "peak": max(seen),
+                "after": seen[-1],
+                "row": seen[:in_a_row],
+            }
+            rows.append(row)
+            say(
+                f"{'release' if release else 'no release'}: {kind:<44} {len(body) / 1e6:6.2f} MB -> "
+                f"{expected}: RSS {before:.0f} MiB before, "
+                f"{row['peak']:.0f} peak, {row['after']:.0f} after; in a row: "
+                + ", ".join(f"{v:.0f}" for v in row["row"])
+            )
     return rows
 
 

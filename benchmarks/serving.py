@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,10 +118,13 @@ class Served:
 
 
 @contextlib.contextmanager
-def served_model(model: str, window: int, *, echo: bool = False) -> Iterator[Served]:
+def served_model(
+    model: str, window: int, *, echo: bool = False, env: Mapping[str, str] | None = None
+) -> Iterator[Served]:
     """Start an upstream (the fixed reply of :func:`main`, or ``tests.fakes``' echo with ``echo``) and
     ``contextshift serve`` on a fresh SQLite file in a temporary folder, three processes on loopback as
-    deployed; create a provider on the upstream and the chat model ``model`` with a ``window``-token window."""
+    deployed; create a provider on the upstream and the chat model ``model`` with a ``window``-token window.
+    ``env``: more environment variables for the service."""
     from tests.serving import ServeProcess
 
     command = [sys.executable, "-m", "tests.fakes" if echo else "benchmarks.serving"]
@@ -130,8 +133,9 @@ def served_model(model: str, window: int, *, echo: bool = False) -> Iterator[Ser
         assert upstream.stdout is not None and upstream.stdin is not None
         try:
             upstream_url = f"http://127.0.0.1:{int(upstream.stdout.readline())}"
-            env = {"CONTEXTSHIFT_ADMIN_TOKEN": BENCH_TOKEN, "CONTEXTSHIFT_DATA_DIR": folder}
-            service = ServeProcess(f"sqlite:///{Path(folder) / 'bench.db'}", Path(folder) / "serve.log", env).start()
+            service_env = {"CONTEXTSHIFT_ADMIN_TOKEN": BENCH_TOKEN, "CONTEXTSHIFT_DATA_DIR": folder, **(env or {})}
+            log = Path(folder) / "serve.log"
+            service = ServeProcess(f"sqlite:///{Path(folder) / 'bench.db'}", log, service_env).start()
             assert service.process is not None
             try:
                 with httpx.Client(base_url=service.url, headers=BENCH_HEADERS, timeout=120) as client:
