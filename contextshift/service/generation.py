@@ -292,6 +292,13 @@ class Generations:
         generation_id, turn, result = await self.start(chat_id, content, max_tokens, retry_of=retry_of, redo=redo)
         try:
             return await self._complete(chat_id, generation_id, turn, result)
+        except ContextShiftError:
+            raise
+        except Exception as error:
+            if await self._chat_gone(chat_id):  # deleted with its owner while the provider worked: nothing kept
+                log.warning("chat %s was deleted during its turn (%s); the turn ends", chat_id, type(error).__name__)
+                raise not_found("chat", chat_id) from None
+            raise
         finally:
             with anyio.CancelScope(shield=True):
                 await self.end(generation_id)
@@ -331,15 +338,18 @@ class Generations:
             with anyio.CancelScope(shield=True):
                 await self.end(generation_id)
 
+    async def _chat_gone(self, chat_id: str) -> bool:
+        """Whether the chat was deleted (with its owner) under its turn; False when that cannot be read."""
+        try:
+            async with self.db.session(write=False) as session:
+                return await Repositories(session).chats.get(chat_id) is None
+        except Exception:
+            return False
+
     async def _lost(self, chat_id: str, error: Exception) -> Failed:
         """The last event of a turn that could not end as it should (logged without a traceback: the reason is
         known, and a traceback could carry stored text)."""
-        try:
-            async with self.db.session(write=False) as session:
-                gone = await Repositories(session).chats.get(chat_id) is None
-        except Exception:
-            gone = False
-        if gone:
+        if await self._chat_gone(chat_id):
             log.warning("chat %s was deleted during its turn (%s); the turn ends", chat_id, type(error).__name__)
             code = not_found("chat", chat_id).code  # CHAT_NOT_FOUND, as any other call on the chat would say
             return Failed(code, "The chat was deleted while its turn was running; nothing more of it is kept.")
