@@ -23,27 +23,21 @@ from ..core.compaction import (
     MAX_BACKGROUND_PASSES,
     OVER_SYNC_REACH,
     CompactionSettings,
-    Selection,
-    SummarizerPrompt,
     accept_summary,
-    build_prompt,
     compactable_tokens,
     cooldown_active,
     decide,
-    input_budget,
-    max_output_tokens,
-    select_fold,
     sync_reach,
 )
-from ..core.compaction.rendering import SummarizerInputTooLarge
 from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
-from ..providers import ChatRequest, ProviderClient, ProviderError, chat_request, make_client
+from ..providers import ProviderClient, ProviderError, make_client
 from ..storage import Database, Repositories
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow
 from ..storage.types import new_id, utcnow
-from .calibration import Counting, counting_for, learn
-from .calls import Calls, CallTarget, Seen, Unrecorded, refit_after
+from .calibration import counting_for
+from .calls import Calls, CallTarget
+from .compaction_call import FoldCall, PassResult
 from .history import is_command, merge
 from .summarizer import CompactionUnavailable, Summarizer, resolve
 from .turn import chat_and_bot, profile_for
@@ -62,19 +56,6 @@ REJECTED = {
     "not_smaller": "COMPACTION_SUMMARY_NOT_SMALLER",
     "unfaithful": "COMPACTION_SUMMARY_UNFAITHFUL",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PassResult:
-    """One pass: what it committed (``summary`` and the raw messages folded) or why it failed, and the
-    summarizer usage it cost either way (a rejected reply still used tokens; C12)."""
-
-    summary: str | None = None
-    folded: int = 0
-    error_code: str | None = None
-    reason: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,17 +350,16 @@ class Compactor:
         base = profile_for(summarizer.model)
         async with self.db.session(write=False) as session:
             counting = await counting_for(Repositories(session), summarizer.model, base)
-        fold = _Fold(self.db, history, summarizer, profile, target, counting)
+        fold = FoldCall(self.db, history, summarizer, profile, target, counting)
         if not await fold.select():
             return fold.outcome
         call = CallTarget(summarizer.model.name, summarizer.provider, summarizer.window)
         try:
-            reply = await self.calls.complete(call, fold, Unrecorded())  # N5: both attempts share one deadline
-        except ProviderError as error:
-            return fold.outcome if fold.ended else PassResult(error_code=error.code)
-        assert fold.prompt is not None and fold.selection is not None
+            reply = await self.calls.complete(call, fold, fold)  # N5: both attempts share one deadline
+        except ProviderError:
+            return fold.outcome  # the pass's failure, for the run's log
+        assert fold.selection is not None
         selection = fold.selection
-        await learn(self.db, summarizer.model, base, fold.prompt.messages(), reply.usage)
         used_in = reply.usage.input_tokens if reply.usage else 0
         used_out = reply.usage.output_tokens if reply.usage else 0
         verdict, record = await asyncio.to_thread(
@@ -402,91 +382,6 @@ class Compactor:
             return PassResult(error_code=HISTORY_CHANGED, input_tokens=used_in, output_tokens=used_out)
         raw_folded = len([m for m in selection.fold if m.source != "summary"])
         return PassResult(summary=record.text, folded=raw_folded, input_tokens=used_in, output_tokens=used_out)
-
-
-class _Fold:
-    """A pass's plan for the engine: the oldest exchanges that fit the summarizer, and the summarizer's prompt
-    of them; after a context-length rejection, the same chosen again at the rate the summarizer counted."""
-
-    def __init__(
-        self,
-        db: Database,
-        history: list[Message],
-        summarizer: Summarizer,
-        profile: TokenizerProfile,
-        target: int | None,
-        counting: Counting,
-    ) -> None:
-        self.db = db
-        self.history = history
-        self.summarizer = summarizer
-        self.profile = profile
-        self.target = target
-        self.counting = counting
-        self.summarizer_profile = counting.profile
-        self.selection: Selection | None = None
-        self.prompt: SummarizerPrompt | None = None
-        #: Set when the pass ended before a model call: ``outcome`` is its result (None: nothing to fold).
-        self.ended = False
-        self.outcome: PassResult | None = None
-
-    def _end(self, outcome: PassResult | None) -> bool:
-        self.ended, self.outcome = True, outcome
-        return False
-
-    async def select(self) -> bool:
-        """Choose what to fold and build its prompt; False when the pass ends here (see :attr:`outcome`)."""
-        count = self.summarizer_profile.count
-        budget = input_budget(self.summarizer.window, count=count)
-        if budget <= 0:
-            return self._end(PassResult(error_code="COMPACTION_WINDOW_TOO_SMALL"))
-        selection = await asyncio.to_thread(
-            select_fold,
-            self.history,
-            target_tokens=self.target,
-            input_budget=budget,
-            counter=self.profile,
-            input_counter=count,
-        )
-        if selection.empty:
-            return self._end(None)
-        try:
-            prompt = await asyncio.to_thread(
-                build_prompt, selection.fold, budget_tokens=budget, count=count, standing=selection.standing
-            )
-        except SummarizerInputTooLarge:
-            return self._end(PassResult(error_code="COMPACTION_INPUT_TOO_LARGE"))  # C9: before any model call
-        self.selection, self.prompt = selection, prompt
-        return True
-
-    async def request(self, client: ProviderClient) -> ChatRequest:
-        assert self.prompt is not None
-        summarizer = self.summarizer
-        return chat_request(
-            summarizer.provider.kind,
-            self.prompt.messages(),
-            model=summarizer.model.name,
-            max_tokens=max_output_tokens(summarizer.window),
-        )
-
-    async def refit(self, error: ProviderError) -> bool:
-        """The pass rejected as too long: count at the summarizer's rate (:mod:`.calls.refit`), choose again."""
-        assert self.prompt is not None
-        sent = self.prompt.messages()
-        counting = self.counting
-        seen = Seen(counting.base.count_messages(sent), counting.profile.count_messages(sent), self.summarizer.window)
-        refit = await refit_after(
-            self.db,
-            error,
-            model_id=self.summarizer.model.id,
-            base=counting.base,
-            calibration=counting.calibration,
-            seen=seen,
-        )
-        if refit.profile is None:
-            return False
-        self.summarizer_profile = refit.profile
-        return await self.select()
 
 
 def _sync_wait_from_env() -> float:

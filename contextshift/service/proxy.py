@@ -35,27 +35,24 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, MutableMapping
 from datetime import timedelta
 from typing import Any
-
-import anyio
 
 from ..core import limits
 from ..core.calibration import Calibration
 from ..core.errors import TokenBudgetExceeded
 from ..core.host import default_registry
 from ..core.messages import Message
-from ..providers import ChatRequest, ChatResult, ProviderClient, ProviderError, StreamEvent, make_client
-from ..providers.http import request_sent
+from ..providers import ChatRequest, ChatResult, ProviderError, StreamEvent, make_client
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from . import proxy_fit as fit
 from .calibration import Counting, counting_of
-from .calls import Calls, CallTarget, ClientFactory, Seen, refit_after
+from .calls import Calls, ClientFactory
 from .provider_hosts import check_provider_url
 from .proxy_audit import DEFAULT_AUDIT_TTL, EndpointAudits
+from .proxy_call import Forwarding
 from .proxy_errors import ContextTooLong, ReserveTooLarge, UpstreamFailed, model_not_found
 from .proxy_request import (
     Prepared,
@@ -282,7 +279,7 @@ class ProxyService:
 
         The reply is returned once the audit is in the database, while the call's end (status, usage,
         calibration) is still being written: :meth:`settled` waits for it."""
-        forwarding = _Forwarding(self, prepared, finish_later=True)
+        forwarding = Forwarding(prepared, self.db, self.audits, self._fit, finish_later=True)
         try:
             return await self.calls.complete(forwarding.target, forwarding, forwarding)
         except ProviderError as error:
@@ -295,7 +292,7 @@ class ProxyService:
         A context-length rejection before the first event is refitted and sent once more. Closing the
         iterator early (the caller went away) cancels the provider call and marks the audit ``cancelled``.
         """
-        forwarding = _Forwarding(self, prepared, finish_later=False)
+        forwarding = Forwarding(prepared, self.db, self.audits, self._fit, finish_later=False)
         events = self.calls.stream(forwarding.target, forwarding, forwarding)
         try:
             async with contextlib.aclosing(events):
@@ -303,103 +300,6 @@ class ProxyService:
                     yield event
         except ProviderError as error:
             raise UpstreamFailed(error, prepared.audit_id, prepared.excluded) from None
-
-    async def _refit(self, prepared: Prepared, error: ProviderError) -> bool:
-        """T5: after a context-length rejection, learn the real size (:mod:`.calls.refit`), fit again at that
-        ratio and say True (send again). Raises :class:`ContextTooLong` when even the protected messages are
-        over. A smaller limit stated by the provider replaces the model's window."""
-        await self.audits.recorded(prepared)  # the audit (and the estimate) first
-        counting, shape = prepared.counting, prepared.shape
-        refit = await refit_after(
-            self.db,
-            error,
-            model_id=prepared.model.id,
-            base=counting.base,
-            calibration=counting.calibration,
-            seen=Seen(prepared.estimated, prepared.fitted.prompt_tokens, shape.window, shape.reserve),
-        )
-        if refit.profile is None:  # a profile that cannot be scaled: shrink the window instead
-            retry_shape = fit.with_profile(shape, shape.profile, refit.shrunk_window)
-        else:
-            retry_shape = fit.with_profile(shape, refit.profile, refit.window)
-        retry_shape.notes.append(
-            f"the provider rejected the prompt as too long; fitted again at {refit.ratio:.3f}x our count and sent "
-            "once more"
-        )
-        prepared.attempts.append(refit.attempt)
-        try:
-            self._fit(prepared, retry_shape)
-        except TokenBudgetExceeded as budget_error:
-            too_long = ContextTooLong(
-                prepared.audit_id,
-                refit.window,
-                retry_shape.reserve,
-                retry_shape.overhead,
-                budget_error.protected_tokens,
-                reported_tokens=error.reported_tokens,
-            )
-            await self.audits.finish(prepared, "failed", code=too_long.code)
-            raise too_long from None
-        payload = self.audits.payload(prepared)
-        try:
-            with anyio.CancelScope(shield=True):
-                async with self.db.session() as session:
-                    await Repositories(session).proxy_audits.replace(
-                        prepared.audit_id, payload, excluded_count=prepared.excluded
-                    )
-        except Exception as failure:
-            log.warning("could not update endpoint audit %s (%s)", prepared.audit_id, type(failure).__name__)
-        return True
-
-
-class _Forwarding:
-    """One endpoint call as the engine sees it: its plan (the fitted request, fitted again once after a
-    context-length rejection) and its recorder (the endpoint audit)."""
-
-    def __init__(self, service: ProxyService, prepared: Prepared, *, finish_later: bool) -> None:
-        self.service = service
-        self.prepared = prepared
-        #: A whole reply goes back before its end is written; a stream's end is written before it ends.
-        self.finish_later = finish_later
-        provider = prepared.provider
-        self.target = CallTarget(prepared.model.name, provider, prepared.shape.window, prepared.shape.reserve)
-
-    async def request(self, client: ProviderClient) -> ChatRequest:
-        return self.prepared.request
-
-    async def refit(self, error: ProviderError) -> bool:
-        return await self.service._refit(self.prepared, error)
-
-    @contextmanager
-    def sending(self, client: ProviderClient) -> Iterator[None]:
-        """``prepared.sent`` is set when the body is written (by a client that says so; else at once), and at
-        the latest when the call ends, however it ends.
-
-        The context variable is not reset: a stream's later events may be read in another context (the
-        response's task), where a reset would fail; the task that set it ends with the call's response."""
-        sent = self.prepared.sent
-        if not getattr(client, "signals_sent", False):
-            sent.set()
-        request_sent.set(sent)
-        try:
-            yield
-        finally:
-            sent.set()
-
-    async def completed(self, reply: ChatResult | None) -> None:
-        if self.finish_later:
-            await self.service.audits.recorded(
-                self.prepared
-            )  # the audit the reply names is written before it goes back
-            self.service.audits.finish_later(self.prepared, "completed", reply=reply)
-        else:
-            await self.service.audits.finish(self.prepared, "completed", reply=reply)
-
-    async def failed(self, error: ProviderError) -> None:
-        await self.service.audits.finish(self.prepared, "failed", code=error.code)
-
-    async def cancelled(self) -> None:
-        await self.service.audits.finish(self.prepared, "cancelled", code="GENERATION_CANCELLED")
 
 
 def _as_core(item: dict[str, Any]) -> Message:

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from .engine import Calls, CallTarget, ClientFactory, Plan, Recorder, Unrecorded, require_content
+from .engine import Calls, CallTarget, ClientFactory, Plan, Recorder, require_content
 from .limits import DEADLINE_FACTOR, Deadline, HasTimeout, call_timeouts, open_client
 from .refit import CONTEXT_LENGTH_RETRY, RETRY_GROWTH, RETRY_MARGIN, Refit, Seen, corrected, learn_refit, refit_after
 
@@ -26,7 +26,6 @@ __all__ = [
     "Recorder",
     "Refit",
     "Seen",
-    "Unrecorded",
     "call_timeouts",
     "corrected",
     "learn_refit",

@@ -91,22 +91,6 @@ class Recorder(Protocol):
         ...
 
 
-class Unrecorded:
-    """A recorder that keeps nothing (a base for recorders that keep only some ends)."""
-
-    def sending(self, client: ProviderClient) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    async def completed(self, reply: ChatResult | None) -> None:
-        return None
-
-    async def failed(self, error: ProviderError) -> None:
-        return None
-
-    async def cancelled(self) -> None:
-        return None
-
-
 def require_content(reply: ChatResult | None) -> ChatResult:
     """A reply with neither text nor tool calls is a failure (``EMPTY_RESPONSE``), never a stored message."""
     if reply is None or (not reply.text and not reply.tool_calls):
@@ -217,4 +201,4 @@ class Calls:
         await recorder.completed(finished)
 
 
-__all__ = ["CallTarget", "Calls", "ClientFactory", "Plan", "Recorder", "Unrecorded", "require_content"]
+__all__ = ["CallTarget", "Calls", "ClientFactory", "Plan", "Recorder", "require_content"]
