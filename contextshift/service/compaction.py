@@ -13,7 +13,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -24,26 +24,21 @@ from ..core.compaction import (
     OVER_SYNC_REACH,
     CompactionSettings,
     accept_summary,
-    build_prompt,
     compactable_tokens,
     cooldown_active,
     decide,
-    input_budget,
-    max_output_tokens,
-    select_fold,
     sync_reach,
 )
-from ..core.compaction.rendering import SummarizerInputTooLarge
 from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
-from ..providers import PROVIDER_CONTEXT_LENGTH, ProviderClient, ProviderError, chat_request, make_client
+from ..providers import ProviderClient, ProviderError, make_client
 from ..storage import Database, Repositories
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow
 from ..storage.types import new_id, utcnow
-from .calibration import Counting, counting_for, learn
-from .calls import Deadline, open_client
+from .calibration import counting_for
+from .calls import Calls, CallTarget
+from .compaction_call import FoldCall, PassResult
 from .history import is_command, merge
-from .recovery import RETRY_GROWTH, corrected
 from .summarizer import CompactionUnavailable, Summarizer, resolve
 from .turn import chat_and_bot, profile_for
 
@@ -61,19 +56,6 @@ REJECTED = {
     "not_smaller": "COMPACTION_SUMMARY_NOT_SMALLER",
     "unfaithful": "COMPACTION_SUMMARY_UNFAITHFUL",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class PassResult:
-    """One pass: what it committed (``summary`` and the raw messages folded) or why it failed, and the
-    summarizer usage it cost either way (a rejected reply still used tokens; C12)."""
-
-    summary: str | None = None
-    folded: int = 0
-    error_code: str | None = None
-    reason: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +108,8 @@ class Compactor:
         sync_wait: float | None = None,
     ) -> None:
         self.db = db
-        self.client_factory = client_factory
-        self.client_options = dict(client_options or {})
+        #: The summarizer's calls (the app puts its HTTP connection pool in the client options).
+        self.calls = Calls(client_factory, dict(client_options or {}))
         #: The lease is the instance's: its heartbeat renews it, and it expires when the instance dies (N5).
         self.owner = db.instance_id
         self.lease = lease if lease is not None else db.heartbeat.expiry
@@ -136,6 +118,14 @@ class Compactor:
         self.sync_wait = sync_wait if sync_wait is not None else _sync_wait_from_env()
         #: Queues a background pass of a chat; False when one waits already (set by the job runner, ``jobs``).
         self.queue: Callable[[str], Awaitable[bool]] | None = None
+
+    @property
+    def client_factory(self) -> Callable[..., ProviderClient]:
+        return self.calls.factory
+
+    @property
+    def client_options(self) -> MutableMapping[str, Any]:
+        return self.calls.options
 
     # -- triggers (C2) ------------------------------------------------------------------------------------
 
@@ -330,24 +320,6 @@ class Compactor:
             log.info("compaction of chat %s: a pass failed (%s%s)", chat_id, error_code, detail)
         return Outcome(status, summary_text, folded, entry.id, error_code, reason, committed, failed)
 
-    async def _shrunk(
-        self, error: ProviderError, summarizer: Summarizer, counting: Counting, sent: list[Message]
-    ) -> TokenizerProfile | None:
-        """After the summarizer rejected a pass as too long: the profile to count the smaller pass with."""
-        if error.code != PROVIDER_CONTEXT_LENGTH:
-            return None
-        estimated = counting.base.count_messages(sent)
-        calibration = counting.calibration
-        if error.reported_tokens and estimated:
-            ratio = error.reported_tokens / estimated
-            async with self.db.session() as session:
-                calibration = await Repositories(session).calibrations.observe(
-                    summarizer.model.id, counting.base.name, estimated, error.reported_tokens
-                )
-        else:
-            ratio = counting.profile.count_messages(sent) / max(estimated, 1) * RETRY_GROWTH
-        return corrected(counting.base, calibration, ratio)
-
     async def _history(self, chat_id: str) -> tuple[int | None, list[Message]]:
         """The chat's history version and its raw messages with summaries in place, read once per pass.
 
@@ -378,52 +350,16 @@ class Compactor:
         base = profile_for(summarizer.model)
         async with self.db.session(write=False) as session:
             counting = await counting_for(Repositories(session), summarizer.model, base)
-        summarizer_profile = counting.profile
-        deadline = Deadline.for_provider(summarizer.provider.timeout_seconds)  # N5: both attempts share it
-        for attempt in range(2):
-            budget = input_budget(summarizer.window, count=summarizer_profile.count)
-            if budget <= 0:
-                return PassResult(error_code="COMPACTION_WINDOW_TOO_SMALL")
-            selection = await asyncio.to_thread(
-                select_fold,
-                history,
-                target_tokens=target,
-                input_budget=budget,
-                counter=profile,
-                input_counter=summarizer_profile.count,
-            )
-            if selection.empty:
-                return None
-            try:
-                prompt = await asyncio.to_thread(
-                    build_prompt,
-                    selection.fold,
-                    budget_tokens=budget,
-                    count=summarizer_profile.count,
-                    standing=selection.standing,
-                )
-            except SummarizerInputTooLarge:
-                return PassResult(error_code="COMPACTION_INPUT_TOO_LARGE")  # C9: before any model call
-            client = open_client(self.client_factory, self.client_options, summarizer.provider, deadline)
-            try:
-                request = chat_request(
-                    summarizer.provider.kind,
-                    prompt.messages(),
-                    model=summarizer.model.name,
-                    max_tokens=max_output_tokens(summarizer.window),
-                )
-                reply = await client.complete(request)
-                break
-            except ProviderError as error:
-                shrunk = await self._shrunk(error, summarizer, counting, prompt.messages()) if attempt == 0 else None
-                if shrunk is None:
-                    return PassResult(error_code=error.code)
-                summarizer_profile = shrunk
-            finally:
-                await client.aclose()
-        else:
-            return PassResult(error_code=PROVIDER_CONTEXT_LENGTH)
-        await learn(self.db, summarizer.model, base, prompt.messages(), reply.usage)
+        fold = FoldCall(self.db, history, summarizer, profile, target, counting)
+        if not await fold.select():
+            return fold.outcome
+        call = CallTarget(summarizer.model.name, summarizer.provider, summarizer.window)
+        try:
+            reply = await self.calls.complete(call, fold, fold)  # N5: both attempts share one deadline
+        except ProviderError:
+            return fold.outcome  # the pass's failure, for the run's log
+        assert fold.selection is not None
+        selection = fold.selection
         used_in = reply.usage.input_tokens if reply.usage else 0
         used_out = reply.usage.output_tokens if reply.usage else 0
         verdict, record = await asyncio.to_thread(

@@ -18,7 +18,7 @@ import httpx
 
 from ..providers import ListedModel, ProviderClient, ProviderError
 from ..providers.base import PROVIDER_BAD_REQUEST
-from .calls import Deadline, open_client
+from .calls import Calls, Deadline
 from .provider_hosts import check_provider_url
 
 log = logging.getLogger("contextshift.service")
@@ -61,11 +61,7 @@ async def list_models(
     check_provider_url(endpoint.base_url)
     deadline = Deadline(min(endpoint.timeout_seconds, CHECK_TIMEOUT_MAX))  # N5: one try, within this
     try:
-        client = open_client(factory, options, endpoint, deadline)
-        try:
-            return await client.list_models()
-        finally:
-            await client.aclose()
+        return await Calls(factory, dict(options)).list_models(endpoint, deadline)
     except ProviderError:
         raise
     except (ValueError, TypeError, httpx.HTTPError):  # a URL or key httpx cannot send (e.g. a non-ASCII key)

@@ -4,7 +4,8 @@ When the provider rejects a prompt as too long, the rejection usually states the
 messages resulted in 3077 tokens"). That ratio to our own count of the exact request is stored as a
 calibration observation, and the turn is shifted again at that ratio (never below the stored factor) and
 sent once more, within the same turn. Without a stated count the prompt is assumed :data:`RETRY_GROWTH`
-larger than the count that was sent. Only if the protected context alone does not fit the corrected
+larger than the count that was sent (the step is :mod:`.calls.refit`'s, shared with the endpoint and
+compaction). Only if the protected context alone does not fit the corrected
 budget does the turn fail, with ``TOKEN_BUDGET_EXCEEDED`` and both counts. The audit keeps the attempts:
 ``context-length-retry``, then the final status.
 
@@ -17,25 +18,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
-from ..core.calibration import CalibratedProfile, Calibration, uncalibrated
+from ..core.calibration import CalibratedProfile
 from ..core.errors import TokenBudgetExceeded
-from ..core.tokens import ChatFormatProfile, TokenizerProfile
+from ..core.tokens import TokenizerProfile
 from ..pipeline import PipelineResult, PromptBudgetExceeded, payload_tokens, run_pipeline
 from ..providers import PROVIDER_CONTEXT_LENGTH, ChatRequest, ProviderClient, ProviderError
 from ..storage import Database, Repositories
+from .calls import CONTEXT_LENGTH_RETRY, RETRY_GROWTH, Seen, learn_refit
 from .turn import Turn
 
-#: Without a stated count: the prompt was at least this much larger than the count that was sent.
-RETRY_GROWTH = 1.25
-#: On top of a stated ratio: the provider's count of the shorter prompt may round differently.
-RETRY_MARGIN = 0.02
-CONTEXT_LENGTH_RETRY = "context-length-retry"
 #: The attempt that asked count_tokens and shifted before anything was sent.
 EXACT_COUNT = "exact-count"
 #: Within this share of the budget (or the margin, if larger) an estimate is "near" it.
@@ -89,15 +85,6 @@ class ProtectedOverRealLimit(TokenBudgetExceeded):
             ),
         )
         self.params = {**error.params, "sent_tokens": sent_tokens, "reported_tokens": reported_tokens}
-
-
-def corrected(profile: TokenizerProfile, calibration: Calibration, ratio: float) -> TokenizerProfile | None:
-    """The profile that counts at ``ratio`` (never below the stored factor), or None if it cannot scale."""
-    base = uncalibrated(profile)
-    if not isinstance(base, ChatFormatProfile):
-        return None
-    factor = max(calibration.factor, ratio)
-    return CalibratedProfile(base, Calibration(factor, calibration.calls, calibration.spread), RETRY_MARGIN)
 
 
 class ContextRetry:
@@ -157,40 +144,31 @@ class ContextRetry:
         self, result: PipelineResult, reported: int | None, reported_limit: int | None, outcome: str, code: str | None
     ) -> PipelineResult:
         turn = self.turn
-        base = turn.base_profile
-        estimated = payload_tokens(result.payload, base)
+        request = turn.request
         sent = result.budget["prompt_tokens"]
-        calibration = turn.calibration
-        if reported and estimated:
-            ratio = reported / estimated
-            if turn.model is not None:
-                async with self.db.session() as session:
-                    calibration = await Repositories(session).calibrations.observe(
-                        turn.model.id, base.name, estimated, reported
-                    )
-        else:
-            ratio = (sent / estimated if estimated else 1.0) * RETRY_GROWTH
-        limit = turn.request.context_limit
-        if reported_limit and reported_limit < limit:
-            limit = reported_limit
-        profile = corrected(base, calibration, ratio)
-        request = replace(turn.request, context_limit=limit)
-        if profile is None:  # a profile that cannot be scaled: shrink the window instead
-            reserve = max(request.response_reserve, request.max_tokens or 0)
-            request = replace(request, context_limit=reserve + math.floor((limit - reserve) / (ratio * 1.02)))
-        else:
-            request = replace(request, profile=profile)
-        self.attempts.append(
-            {
-                "outcome": outcome,
-                "error_code": code,
-                "prompt_tokens": sent,
-                "estimated_tokens": estimated,
-                "reported_tokens": reported,
-                "reported_limit": reported_limit,
-                "ratio": round(ratio, 4),
-            }
+        seen = Seen(
+            payload_tokens(result.payload, turn.base_profile),
+            sent,
+            request.context_limit,
+            max(request.response_reserve, request.max_tokens or 0),
         )
+        refit = await learn_refit(
+            self.db,
+            model_id=turn.model.id if turn.model is not None else None,
+            base=turn.base_profile,
+            calibration=turn.calibration,
+            seen=seen,
+            reported=reported,
+            reported_limit=reported_limit,
+            outcome=outcome,
+            code=code,
+        )
+        request = replace(request, context_limit=refit.window)
+        if refit.profile is None:  # a profile that cannot be scaled: shrink the window instead
+            request = replace(request, context_limit=refit.shrunk_window)
+        else:
+            request = replace(request, profile=refit.profile)
+        self.attempts.append(refit.attempt)
         try:
             retried = run_pipeline(request)
         except PromptBudgetExceeded as budget_error:
@@ -221,3 +199,14 @@ class ContextRetry:
             return None
         last = {"outcome": outcome, "prompt_tokens": self.sent}
         return {"attempts": [*self.attempts, last]}
+
+
+__all__ = [
+    "CONTEXT_LENGTH_RETRY",
+    "EXACT_COUNT",
+    "RETRY_GROWTH",
+    "ContextRetry",
+    "ProtectedOverRealLimit",
+    "exact_count",
+    "near_budget",
+]

@@ -21,7 +21,7 @@ from tests.api.conftest import ADMIN_TOKEN, Server, Service, bearer
 from tests.api.test_compaction import SUMMARY, fill, logs
 from tests.api.test_provider_faults import sse
 from tests.databases import Backend
-from tests.fakes import FakeProvider, Reply, ScriptItem
+from tests.fakes import Error, FakeProvider, Reply, ScriptItem
 
 OPTIONS: dict[str, Any] = {"retry": RetryPolicy(retries=2, backoff_base=0.01, backoff_max=0.02)}
 PATHS = ["chat", "openai", "anthropic", "compaction"]
@@ -42,12 +42,15 @@ async def setup(service: Service, *, context_window: int = 8000) -> dict[str, st
     return ids
 
 
-async def call(service: Service, path: str, item: ScriptItem, *, stream: bool = False) -> tuple[int, str, Any]:
-    """Run one call on ``path`` with the provider answering ``item``: (HTTP status, error code, body)."""
+async def call(
+    service: Service, path: str, item: ScriptItem, *, stream: bool = False, first: ScriptItem | None = None
+) -> tuple[int, str, Any]:
+    """Run one call on ``path`` with the provider answering ``item`` (after ``first``, when given): (HTTP status,
+    error code, body)."""
     ids = await setup(service, context_window=4000 if path == "compaction" else 8000)
     if path == "compaction":
         await fill(service, ids["chat"], 12)
-    service.fake.script(item, item, item)
+    service.fake.script(*([first] if first is not None else []), item, item, item)
     if path == "chat":
         response = await service.http.post(
             f"/api/v2/chats/{ids['chat']}/generate", json={"content": "hi", "stream": stream}
@@ -110,3 +113,16 @@ async def test_a_stream_that_trickles_past_the_deadline_is_stopped_there(limited
         kept = body[-1][1]["partial"]
         assert kept["content"] == "".join(tokens) and kept["meta"]["partial"] is True
     assert len(limited.fake.requests) == 1
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_the_resend_after_a_context_length_rejection_is_bounded_like_the_first_send(
+    limited: Service, path: str
+) -> None:
+    never = threading.Event()
+    try:
+        status, code, _ = await call(limited, path, Reply("never", hold=never), first=Error.context_length())
+    finally:
+        never.set()
+    assert (status, code) == TIMED_OUT[path]
+    assert len(limited.fake.requests) == 2  # the rejected send and the one resend, never a third

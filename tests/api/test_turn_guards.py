@@ -7,6 +7,7 @@ chat) mid-stream ends the stream with an ``error`` event, and nothing is logged 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -91,5 +92,34 @@ async def test_deleting_the_owner_mid_stream_ends_the_stream_with_an_error_and_n
         assert deleted.status_code == 200, deleted.text
     events = sse(body[0])
     assert events[-1][0] == "error" and events[-1][1]["code"] == "CHAT_NOT_FOUND"
+    assert not [r for r in caplog.records if r.exc_info]
+    assert (await service.http.get(f"/api/v2/chats/{chat['id']}")).status_code == 404
+
+
+async def test_a_turn_whose_chat_is_deleted_with_its_owner_mid_call_answers_404_and_stores_nothing(
+    service: Service, other_user: Account, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = await service.post(
+        "/api/v2/providers", {"name": "fake", "kind": "openai", "base_url": service.fake.base_url, "api_key": "k"}
+    )
+    model = await service.post(
+        "/api/v2/models", {"provider_id": provider["provider"]["id"], "name": "gpt-4o", "context_window": 8000}
+    )
+    bot = (await other_user.http.post("/api/v2/bots", json={"name": "b", "chat_model_id": model["model"]["id"]})).json()
+    chat = (await other_user.http.post("/api/v2/chats", json={"bot_id": bot["bot"]["id"]})).json()["chat"]
+    caplog.set_level(logging.INFO)
+    hold = threading.Event()
+    service.fake.script(Reply("the reply to hold", hold=hold))
+    try:
+        turn = asyncio.create_task(
+            other_user.http.post(f"/api/v2/chats/{chat['id']}/generate", json={"content": "go", "stream": False})
+        )
+        await service.fake.await_for(lambda: len(service.fake.requests) == 1)  # the turn reached the provider
+        deleted = await service.http.delete(f"/api/v2/users/{other_user.id}")
+        assert deleted.status_code == 200, deleted.text
+    finally:
+        hold.set()
+    answer = await turn
+    assert (answer.status_code, answer.json()["error"]["code"]) == (404, "CHAT_NOT_FOUND")
     assert not [r for r in caplog.records if r.exc_info]
     assert (await service.http.get(f"/api/v2/chats/{chat['id']}")).status_code == 404

@@ -1,8 +1,7 @@
 """The limits of every provider call, in one place (N5): the provider's timeout and the call's total deadline.
 
-Three engines call providers: a chat turn (:mod:`.generation`), the OpenAI/Anthropic-compatible endpoint
-(:mod:`.proxy`) and the compaction summarizer (:mod:`.compaction`); a provider test (:mod:`.provider_check`)
-and the tokenizer probes (:mod:`.counting`) ask it too. Each builds its client here, so each honours:
+Every caller (a chat turn, an endpoint call, a compaction pass, a provider test) sends through
+:mod:`.engine`, which builds each client here, so each honours:
 
 - the provider's ``timeout_seconds`` as the longest wait for bytes (connect at most 10 s), unless the service
   was given ``timeouts`` of its own (the tests' short ones);
@@ -20,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ..providers import ProviderClient, Timeouts
+from ...providers import ProviderClient, Timeouts
 
 #: A call's total deadline, as a multiple of the provider's ``timeout_seconds``.
 DEADLINE_FACTOR = 5.0
