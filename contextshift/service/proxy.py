@@ -45,11 +45,13 @@ from ..core.errors import TokenBudgetExceeded
 from ..core.host import default_registry
 from ..core.messages import Message
 from ..providers import ChatRequest, ChatResult, ProviderError, StreamEvent, make_client
+from ..providers.server_context import fitting_window
 from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from . import proxy_fit as fit
 from .calibration import Counting, counting_of
 from .calls import Calls, ClientFactory
+from .counting import ServerCounting
 from .provider_hosts import check_provider_url
 from .proxy_audit import DEFAULT_AUDIT_TTL, EndpointAudits
 from .proxy_call import Forwarding
@@ -91,6 +93,7 @@ class ProxyService:
         client_factory: ClientFactory = make_client,
         client_options: dict[str, Any] | None = None,
         audit_ttl: timedelta | None = None,
+        server_counting: ServerCounting | None = None,
     ) -> None:
         self.db = db
         #: Every provider call (the app puts its HTTP connection pool in the client options).
@@ -99,6 +102,8 @@ class ProxyService:
         self.audits = EndpointAudits(db, audit_ttl)
         #: The messages of earlier calls, read again by the next call that resends them (the lean path).
         self.messages = fit.MessageCache()
+        #: What a local server says of its own context size (llama.cpp, Ollama), asked once a minute at most.
+        self.server_counting = server_counting if server_counting is not None else ServerCounting()
 
     @property
     def client_factory(self) -> ClientFactory:
@@ -217,7 +222,12 @@ class ProxyService:
         else:
             source = [_as_core(item) for item in fit.caller_dicts(call.messages)]
         notes: list[str] = []
-        window = model.context_window
+        # T5: a local server running the model with a smaller context would cut the prompt silently
+        self.server_counting.client = self.calls.options.get("http_client")
+        server = await self.server_counting.server_context(model, provider)
+        window, fitted_to_server = fitting_window(model.context_window, server)
+        if fitted_to_server is not None:
+            notes.append(fitted_to_server)
         if window is None:
             window = DEFAULT_CONTEXT_LIMIT
             notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
