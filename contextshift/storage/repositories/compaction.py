@@ -77,13 +77,17 @@ class CompactionRepository:
         value = await self.session.scalar(select(ChatRow.history_version).where(ChatRow.id == chat_id))
         return None if value is None else int(value)
 
-    async def unsummarized(self, chat_id: str) -> list[MessageRow]:
-        """The raw messages no summary stands for, oldest first."""
-        query = (
-            select(MessageRow)
-            .where(MessageRow.chat_id == chat_id, MessageRow.summary_id.is_(None))
-            .order_by(MessageRow.seq)
-        )
+    async def unsummarized(
+        self, chat_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> list[MessageRow]:
+        """The raw messages no summary stands for, oldest first (after ``after_seq``, at most ``limit``: one
+        page, read through the (chat_id, summary_id, seq) index)."""
+        query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.summary_id.is_(None))
+        if after_seq is not None:
+            query = query.where(MessageRow.seq > after_seq)
+        query = query.order_by(MessageRow.seq)
+        if limit is not None:
+            query = query.limit(limit)
         return list(await self.session.scalars(query))
 
     async def covered(self, chat_id: str, message_ids: Sequence[str]) -> list[MessageRow]:
