@@ -43,15 +43,10 @@ WORDS = [
 ]
 
 
-async def _long_chat(db: Database) -> tuple[str, str]:
-    async with db.session() as session:
-        repos = Repositories(session)
-        provider = await repos.providers.create(name="p", kind="openai", base_url="http://127.0.0.1:9/v1")
-        model = await repos.models.create(provider_id=provider.id, name="gpt-4o", context_window=8192)
-        bot = await repos.bots.create(name="b", chat_model_id=model.id)
-        chat = await repos.chats.create(bot_id=bot.id, title="long")
+def long_history() -> Iterator[list[dict[str, Any]]]:
+    """The chat's messages in chunks of 1,000: 60 words each, a pinned one now and then."""
     for start in range(0, CHAT, 1_000):
-        messages = [
+        yield [
             {
                 "role": "user" if i % 2 == 0 else "assistant",
                 "content": " ".join(WORDS[(i + k) % len(WORDS)] for k in range(60)),
@@ -59,9 +54,19 @@ async def _long_chat(db: Database) -> tuple[str, str]:
             }
             for i in range(start, start + 1_000)
         ]
+
+
+async def _long_chat(db: Database) -> tuple[str, str]:
+    async with db.session() as session:
+        repos = Repositories(session)
+        provider = await repos.providers.create(name="p", kind="openai", base_url="http://127.0.0.1:9/v1")
+        model = await repos.models.create(provider_id=provider.id, name="gpt-4o", context_window=8192)
+        bot = await repos.bots.create(name="b", chat_model_id=model.id)
+        chat = await repos.chats.create(bot_id=bot.id, title="long")
+    for number, chunk in enumerate(long_history()):
         async with db.session() as session:
-            rows = await Repositories(session).messages.append_many(chat.id, messages)
-            if start == 0:  # an old summary, so the turn also reads summaries and what they cover
+            rows = await Repositories(session).messages.append_many(chat.id, chunk)
+            if number == 0:  # an old summary, so the turn also reads summaries and what they cover
                 repos = Repositories(session)
                 version = await repos.compaction.history_version(chat.id)
                 assert version is not None
@@ -101,7 +106,7 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
-async def _explain_postgresql(db: Database, statements: list[tuple[str, Any]]) -> None:
+async def explain_postgresql(db: Database, statements: list[tuple[str, Any]]) -> None:
     async with db.engine.connect() as connection:
         for statement, parameters in statements:
             result = await connection.exec_driver_sql(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", parameters)
@@ -113,7 +118,7 @@ async def _explain_postgresql(db: Database, statements: list[tuple[str, Any]]) -
             assert touched <= BOUND, (touched, statement)
 
 
-async def _explain_sqlite(db: Database, statements: list[tuple[str, Any]]) -> None:
+async def explain_sqlite(db: Database, statements: list[tuple[str, Any]]) -> None:
     async with db.engine.connect() as connection:
         for statement, parameters in statements:
             plan = (await connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)).all()
@@ -136,8 +141,8 @@ async def test_no_query_of_a_turn_reads_the_whole_chat(backend: Backend) -> None
         statements = await _turn_statements(db, bot_id, chat_id)
         assert sum("FROM messages" in s for s, _ in statements) >= 4  # window pages, pinned, standing, counts
         if backend.name == "postgresql":
-            await _explain_postgresql(db, statements)
+            await explain_postgresql(db, statements)
         else:
-            await _explain_sqlite(db, statements)
+            await explain_sqlite(db, statements)
     finally:
         await db.close()
