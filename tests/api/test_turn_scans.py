@@ -12,7 +12,8 @@ from sqlalchemy import event, text
 from contextshift.api.app import create_app
 from contextshift.storage import Database, Repositories
 from tests.databases import Backend
-from tests.fakes.server import FakeProvider, Reply
+from tests.fakes import Reply
+from tests.fakes.server import FakeProvider
 from tests.service.test_turn_queries import explain_postgresql, explain_sqlite, long_history
 
 from .conftest import ADMIN_TOKEN, CLIENT_OPTIONS, TEST_LOGIN_LIMIT, Server, bearer
