@@ -16,9 +16,9 @@ transcript's words). The run makes up to the automatic pass limit of passes.
 
 Measured: wall time of the run, the passes it made and the messages it folded, and the RSS growth (peak RSS
 after the run, ``ru_maxrss``, less the RSS just before it; the peak is the process's since it started, so after
-an earlier, bigger run the figure is an upper bound of what this run added). Timings are printed, never asserted. The same
-script runs against another checkout with ``PYTHONPATH=<checkout>``, which is how the "before" figures of
-``docs/benchmarks.md`` were made.
+an earlier, bigger run the figure is an upper bound of what this run added). Timings are printed, never
+asserted. The script also runs on an older checkout (copied into its ``benchmarks/``): that is how the "before"
+figures of ``docs/benchmarks.md`` were made.
 """
 
 from __future__ import annotations
@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"`{command}` — one `background` compaction run (the `Compactor` of the service, automatic "
                 f"trigger, `gpt-4o` window {WINDOW:,}) on a chat whose history was written through the storage "
                 "layer by a child process; the summarizer is the scripted fake of `benchmarks.compaction` (no "
-                "latency). *RSS growth*: peak RSS after the run (the process's since it started) less the RSS before it: "
-                "exact, or an upper bound when an earlier run of the process peaked higher.",
+                "latency). *RSS growth*: peak RSS after the run (the process's since it started) less the RSS "
+                "before it: exact, or an upper bound when an earlier run of the process peaked higher.",
                 "",
                 table(rows),
                 "",
