@@ -381,12 +381,13 @@ class Compactor:
                     chat_id, profile.name, tail, profile.count, store_counts=False
                 )
                 newest = [r for r in window.rows if r.seq > rows[-1].seq and not is_command(r)]
-                if window.has_more and min(r.seq for r in window.rows if not r.pinned) > rows[-1].seq:
-                    beyond = await asyncio.to_thread(compactable_tokens, merge(newest, []), profile)
+                oldest_newest = min((r.seq for r in window.rows if not r.pinned), default=0)
+                if window.has_more and oldest_newest > rows[-1].seq:
+                    # At least 1: the pass must know the history goes on (and fold no current turn of it).
+                    beyond = max(1, await asyncio.to_thread(compactable_tokens, merge(newest, []), profile))
+                    summaries = [s for s in summaries if s.anchor_seq <= rows[-1].seq]  # the rest's stay out
                 else:  # the newest reach back into the oldest part: the rest is short, read it all
                     rows += (await _oldest(repos, chat_id, profile, None, after=rows[-1].seq))[0]
-            if beyond:  # summaries anchored in the part not read stay out of this pass
-                summaries = [s for s in summaries if s.anchor_seq <= rows[-1].seq]
         return PassHistory(version, await asyncio.to_thread(merge, rows, summaries), beyond)
 
     async def _one_pass(
