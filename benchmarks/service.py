@@ -170,10 +170,16 @@ class Measured:
     prompt_tokens: int
     rss_mib: float
     note: str = ""
+    #: CPU seconds of each warm call in the process, less the calling (client) thread's own.
+    cpu: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
         return statistics.median(self.warm)
+
+    @property
+    def cpu_median(self) -> float | None:
+        return statistics.median(self.cpu) if self.cpu else None
 
     @property
     def p99(self) -> float:
@@ -228,7 +234,18 @@ class ChatUnderTest:
         self.preview_cold = self.generate_cold = 0.0
         self.previews: list[float] = []
         self.generations: list[float] = []
+        self.preview_cpu: list[float] = []
+        self.generate_cpu: list[float] = []
         self.last_preview: dict[str, Any] = {}
+
+    def timed(self, operation: str) -> float:
+        """One warm call; its CPU time outside this (client) thread is kept: the server's, its driver threads'
+        and the instant fake provider's. Unlike wall time, other processes' load does not inflate it."""
+        process, thread = time.process_time(), time.thread_time()
+        elapsed = self.preview() if operation == PREVIEW else self.generate()
+        cpu = (time.process_time() - process) - (time.thread_time() - thread)
+        (self.preview_cpu if operation == PREVIEW else self.generate_cpu).append(max(0.0, cpu))
+        return elapsed
 
     def preview(self) -> float:
         elapsed, self.last_preview = post(
@@ -257,9 +274,9 @@ def warm_rounds(chats: list[ChatUnderTest], operation: str, runs: dict[int, int]
         for chat in chats:
             if round_ < runs[chat.size]:
                 if operation == PREVIEW:
-                    chat.previews.append(chat.preview())
+                    chat.previews.append(chat.timed(PREVIEW))
                 else:
-                    chat.generations.append(chat.generate())
+                    chat.generations.append(chat.timed(GENERATE))
 
 
 def profile_calls(service: Service, chat: ChatUnderTest, runs: int, out: Path) -> str:
@@ -365,6 +382,7 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
                     *window_of(chat.last_preview["preview"]),
                     rss,
                     note,
+                    chat.preview_cpu,
                 )
             )
             run.rows.append(
@@ -377,6 +395,7 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
                     *window_of(chat.audit()),
                     rss,
                     note,
+                    chat.generate_cpu,
                 )
             )
         # The same chats with the bot on the ``recall`` strategy: each turn also searches the full-text index.
@@ -412,6 +431,7 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
                     *window_of(chat.last_preview["preview"]),
                     rss,
                     note,
+                    chat.preview_cpu,
                 )
             )
             run.rows.append(
@@ -424,6 +444,7 @@ def run_backend(backend: str, url: str, cfg: Config, *, profile: bool, analyze: 
                     *window_of(chat.audit()),
                     rss,
                     "",
+                    chat.generate_cpu,
                 )
             )
         if profile:
@@ -458,6 +479,7 @@ LATENCY_HEADERS = (
     "history in prompt",
     "prompt tokens",
     "peak RSS MiB",
+    "server CPU ms",
     "note",
 )
 GROWTH_HEADERS = (
@@ -486,17 +508,23 @@ def latency_cells(rows: list[Measured]) -> list[list[str]]:
             f"{r.window:,}",
             f"{r.prompt_tokens:,}",
             f"{r.rss_mib:,.0f}",
+            _ms(r.cpu_median),
             r.note,
         ]
         for r in rows
     ]
 
 
-def growth_cells(rows: list[Measured]) -> list[list[str]]:
+def growth_cells(rows: list[Measured], cpu: bool = False) -> list[list[str]]:
+    """The growth of the warm median with chat length: of wall time, or (``cpu``) of server CPU time."""
     out = []
     keys = dict.fromkeys((r.backend, r.operation) for r in rows)
     for backend, operation in keys:
-        by_size = {r.messages: r.median for r in rows if r.backend == backend and r.operation == operation}
+        by_size = {
+            r.messages: (r.cpu_median if cpu else r.median)
+            for r in rows
+            if r.backend == backend and r.operation == operation
+        }
         small, mid, large = by_size.get(100), by_size.get(10_000), by_size.get(100_000)
         top = large if large is not None else mid
         verdict = "–"
@@ -599,6 +627,12 @@ def markdown(cfg: Config, runs: list[Run], load: str, command: str, analyze: boo
             "",
             markdown_table(GROWTH_HEADERS, growth_cells(rows)),
             "",
+            "The same growth in *server CPU ms* (median CPU time of a warm call in the process, less the calling "
+            "thread's: the server, its database driver threads and the instant fake provider; load from other "
+            "processes does not inflate it as it does wall time):",
+            "",
+            markdown_table(GROWTH_HEADERS, growth_cells(rows, cpu=True)),
+            "",
             f"Inserting the histories (storage layer, 5,000 a transaction): {inserts}.",
             "",
             f"{machine([run.backend for run in runs])}; {load}.",
@@ -659,6 +693,9 @@ def main(argv: list[str] | None = None) -> int:
     say(text_table(LATENCY_HEADERS, latency_cells(rows)))
     say()
     say(text_table(GROWTH_HEADERS, growth_cells(rows)))
+    say()
+    say("server CPU ms:")
+    say(text_table(GROWTH_HEADERS, growth_cells(rows, cpu=True)))
     say()
     say(f"peak RSS {peak_rss_mib():,.0f} MiB; {time.perf_counter() - started:.0f} s in all; {load}")
     for run in runs:

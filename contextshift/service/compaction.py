@@ -27,13 +27,14 @@ from ..core.compaction import (
     compactable_tokens,
     cooldown_active,
     decide,
+    input_budget,
     sync_reach,
 )
 from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
 from ..providers import ProviderClient, ProviderError, make_client
-from ..storage import Database, Repositories
-from ..storage.tables import BotRow, ChatRow, CompactionLogRow
+from ..storage import Database, Repositories, row_to_message
+from ..storage.tables import BotRow, ChatRow, CompactionLogRow, MessageRow
 from ..storage.types import new_id, utcnow
 from .calibration import counting_for
 from .calls import Calls, CallTarget
@@ -43,6 +44,11 @@ from .summarizer import CompactionUnavailable, Summarizer, resolve
 from .turn import chat_and_bot, profile_for
 
 log = logging.getLogger("contextshift.compaction")
+
+#: Raw messages a pass reads of a long history in one query, oldest first.
+HISTORY_PAGE = 500
+#: A pass reads the oldest history until its text is this many times the summarizer's input budget.
+READ_AHEAD = 2
 
 #: A pass runs at most this many times in a manual run ("as much as possible", but never unbounded).
 MAX_MANUAL_PASSES = 20
@@ -274,19 +280,25 @@ class Compactor:
         summary_text: str | None = None
         error_code: str | None = None
         reason: str | None = None
+        # What a pass reads: the oldest history up to twice what the summarizer takes, and the newest up to
+        # what the triggers need; a legacy threshold needs the exact pressure, so it reads the whole history.
+        bounded = trigger == "manual" or (chat_window is not None and settings.automatic)
+        reach = READ_AHEAD * max(1, input_budget(summarizer.window, count=profile.count)) if bounded else None
+        tail = sync_reach(chat_window) + 1 if chat_window is not None else 1
         for _ in range(limit):
-            version, history = await self._history(chat_id)
-            if version is None:
+            history = await self._history(chat_id, profile, reach=reach, tail=tail)
+            if history.version is None:
                 break
             target: int | None = None
             if trigger != "manual":
                 phase = "before_send" if trigger == "sync" else "after_turn"
-                pressure = await asyncio.to_thread(compactable_tokens, history, profile)
+                pressure = await asyncio.to_thread(compactable_tokens, history.messages, profile)
+                pressure += history.beyond
                 verdict = decide(chat_window, pressure, settings, phase=phase)  # type: ignore[arg-type]
                 if verdict.action == "none" and passes:
                     break
                 target = verdict.target_tokens
-            result = await self._one_pass(chat_id, version, history, summarizer, profile, target)
+            result = await self._one_pass(chat_id, history, summarizer, profile, target)
             if result is None:  # nothing (more) to fold
                 break
             passes += 1
@@ -320,8 +332,13 @@ class Compactor:
             log.info("compaction of chat %s: a pass failed (%s%s)", chat_id, error_code, detail)
         return Outcome(status, summary_text, folded, entry.id, error_code, reason, committed, failed)
 
-    async def _history(self, chat_id: str) -> tuple[int | None, list[Message]]:
+    async def _history(self, chat_id: str, profile: TokenizerProfile, *, reach: int | None, tail: int) -> PassHistory:
         """The chat's history version and its raw messages with summaries in place, read once per pass.
+
+        With ``reach``, a long history is not read in full: only its oldest raw messages until their text
+        passes ``reach`` tokens (a pass folds no more than the summarizer takes), and its newest ones until
+        their compactable tokens pass ``tail`` (what the triggers and the target need), which give
+        ``beyond``. When the two meet, the history is read whole and ``beyond`` is 0.
 
         A read-only session: on SQLite a write session holds the process's write lock for the whole read,
         and every other chat's turn would wait for a long history to load (the commit checks the version).
@@ -329,15 +346,27 @@ class Compactor:
         async with self.db.session(write=False) as session:
             repos = Repositories(session)
             version = await repos.compaction.history_version(chat_id)
-            rows = await repos.compaction.unsummarized(chat_id)
             summaries = await repos.compaction.active_summaries(chat_id)
-        return version, await asyncio.to_thread(merge, rows, summaries)
+            rows, more = await _oldest(repos, chat_id, profile, reach)
+            beyond = 0
+            if more:
+                window = await repos.messages.recent_window(
+                    chat_id, profile.name, tail, profile.count, store_counts=False
+                )
+                newest = [r for r in window.rows if r.seq > rows[-1].seq and not is_command(r)]
+                oldest_newest = min((r.seq for r in window.rows if not r.pinned), default=0)
+                if window.has_more and oldest_newest > rows[-1].seq:
+                    # At least 1: the pass must know the history goes on (and fold no current turn of it).
+                    beyond = max(1, await asyncio.to_thread(compactable_tokens, merge(newest, []), profile))
+                    summaries = [s for s in summaries if s.anchor_seq <= rows[-1].seq]  # the rest's stay out
+                else:  # the newest reach back into the oldest part: the rest is short, read it all
+                    rows += (await _oldest(repos, chat_id, profile, None, after=rows[-1].seq))[0]
+        return PassHistory(version, await asyncio.to_thread(merge, rows, summaries), beyond)
 
     async def _one_pass(
         self,
         chat_id: str,
-        version: int,
-        history: list[Message],
+        history: PassHistory,
         summarizer: Summarizer,
         profile: TokenizerProfile,
         target: int | None,
@@ -350,7 +379,7 @@ class Compactor:
         base = profile_for(summarizer.model)
         async with self.db.session(write=False) as session:
             counting = await counting_for(Repositories(session), summarizer.model, base)
-        fold = FoldCall(self.db, history, summarizer, profile, target, counting)
+        fold = FoldCall(self.db, history.messages, summarizer, profile, target, counting, beyond=history.beyond)
         if not await fold.select():
             return fold.outcome
         call = CallTarget(summarizer.model.name, summarizer.provider, summarizer.window)
@@ -369,9 +398,10 @@ class Compactor:
             code = REJECTED.get(verdict.reason or "", "COMPACTION_SUMMARY_REJECTED")
             return PassResult(error_code=code, reason=verdict.detail, input_tokens=used_in, output_tokens=used_out)
         async with self.db.session() as session:
+            assert history.version is not None
             committed = await Repositories(session).compaction.commit_summary(
                 chat_id,
-                version,
+                history.version,
                 content=record.text,
                 covers=list(selection.covers),
                 supersedes=list(selection.supersedes),
@@ -382,6 +412,35 @@ class Compactor:
             return PassResult(error_code=HISTORY_CHANGED, input_tokens=used_in, output_tokens=used_out)
         raw_folded = len([m for m in selection.fold if m.source != "summary"])
         return PassResult(summary=record.text, folded=raw_folded, input_tokens=used_in, output_tokens=used_out)
+
+
+@dataclass(frozen=True, slots=True)
+class PassHistory:
+    """What one pass reads of a chat: its history version and its history (summaries in place), whole, or
+    its oldest part when ``beyond`` > 0: at least that many compactable raw tokens follow, not read."""
+
+    version: int | None
+    messages: list[Message]
+    beyond: int = 0
+
+
+async def _oldest(
+    repos: Repositories, chat_id: str, profile: TokenizerProfile, reach: int | None, *, after: int | None = None
+) -> tuple[list[MessageRow], bool]:
+    """The chat's raw messages oldest first (after seq ``after``), page by page until their text passes
+    ``reach`` tokens (None: all of them); True when more follow."""
+    rows: list[MessageRow] = []
+    read = 0
+    while True:
+        page = await repos.compaction.unsummarized(chat_id, after_seq=after, limit=HISTORY_PAGE)
+        rows += page
+        if len(page) < HISTORY_PAGE:
+            return rows, False
+        after = page[-1].seq
+        if reach is not None:
+            read += sum(profile.count(row_to_message(r).text) for r in page if not is_command(r))
+            if read > reach:
+                return rows, True
 
 
 def _sync_wait_from_env() -> float:

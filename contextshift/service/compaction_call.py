@@ -49,9 +49,13 @@ class FoldCall:
         profile: TokenizerProfile,
         target: int | None,
         counting: Counting,
+        *,
+        beyond: int = 0,
     ) -> None:
         self.db = db
         self.history = history
+        #: Compactable tokens after the history read (a long chat is not read whole): counted, never folded.
+        self.beyond = beyond
         self.summarizer = summarizer
         self.profile = profile
         self.target = target
@@ -80,6 +84,7 @@ class FoldCall:
             input_budget=budget,
             counter=self.profile,
             input_counter=count,
+            beyond=self.beyond,
         )
         if selection.empty:
             return self._end(None)

@@ -219,6 +219,11 @@ class ChatRow(Base):
     usage_cached_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
     #: C14: tool name → how many calls the assistant made.
     tools_used: Mapped[dict[str, int] | None] = mapped_column(JSONOrNull, nullable=True)
+    #: Maintained counts (kept by every write to the chat's messages, so a turn never counts the chat):
+    #: ``raw_messages`` neither pinned nor summarized; ``summarized_messages`` a summary stands for, neither
+    #: pinned nor standing (those come back raw in prompts).
+    raw_messages: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
+    summarized_messages: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
 

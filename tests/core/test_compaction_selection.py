@@ -297,3 +297,70 @@ def test_messages_need_unique_ids() -> None:
         fold_all([Message(role="user", content="x"), u("u1")])
     with pytest.raises(ValueError):
         fold_all([u("same"), u("same")])
+
+
+# -- a long session read in part (``beyond``) -----------------------------------------------------------------
+
+
+def _session(exchanges: int) -> list[Message]:
+    out: list[Message] = []
+    for i in range(exchanges):
+        if i % 5 == 2:
+            out += [u(f"u{i}"), call(f"c{i}", f"t{i}"), res(f"r{i}", f"t{i}"), a(f"a{i}")]
+        else:
+            out += [u(f"u{i}"), a(f"a{i}", 10 + i % 7)]
+    return out
+
+
+@pytest.mark.parametrize("target", [None, 200, 0])
+@pytest.mark.parametrize("split", [90, 121, 150])
+def test_a_prefix_with_the_rest_given_as_beyond_folds_what_the_whole_session_folds(
+    split: int, target: int | None
+) -> None:
+    session = _session(80)  # 80 exchanges; the budget takes about 30 of them (some 70 messages)
+    prefix = session[:split]
+    rest = compactable_tokens(session) - compactable_tokens(prefix)  # what the prefix alone does not count
+    whole = select_fold(session, target_tokens=target, input_budget=1_000)
+    part = select_fold(prefix, target_tokens=target, input_budget=1_000, beyond=rest)
+    assert whole.reason == BUDGET_LIMITED and part.reason == BUDGET_LIMITED
+    assert part.covers == whole.covers
+    assert part.pressure_before == whole.pressure_before
+    assert part.pressure_after == whole.pressure_after
+    assert not part.complete
+
+
+@pytest.mark.parametrize("split", [10, 25, 40, 61])
+def test_a_prefix_shorter_than_the_budget_folds_less_never_other_messages(split: int) -> None:
+    session = _session(80)
+    prefix = session[:split]
+    rest = compactable_tokens(session) - compactable_tokens(prefix)  # what the prefix alone does not count
+    whole = select_fold(session, target_tokens=None, input_budget=1_000)
+    part = select_fold(prefix, target_tokens=None, input_budget=1_000, beyond=rest)
+    assert 0 < len(part.covers) < len(whole.covers)
+    assert whole.covers[: len(part.covers)] == part.covers
+    assert not part.complete
+
+
+def test_a_prefix_never_folds_its_last_user_message_or_what_follows() -> None:
+    session = _session(10)
+    prefix = session[:7]  # ends inside exchange 2's tool call: u2, c2, r2 read, a2 not
+    part = select_fold(prefix, target_tokens=None, input_budget=BIG, beyond=50)
+    assert part.covers == ("u0", "a0", "u1", "a1")
+    assert not part.complete
+    assert part.pressure_before == compactable_tokens(prefix) + 50
+
+
+def test_the_target_inside_a_prefix_is_reached_as_on_the_whole_session() -> None:
+    session = _session(20)
+    prefix = session[:30]
+    target = compactable_tokens(session) - 100  # fold about 100 tokens: the first few exchanges
+    whole = select_fold(session, target_tokens=target, input_budget=BIG)
+    rest = compactable_tokens(session) - compactable_tokens(prefix)  # what the prefix alone does not count
+    part = select_fold(prefix, target_tokens=target, input_budget=BIG, beyond=rest)
+    assert whole.complete and part.complete
+    assert part.covers == whole.covers == ("u0", "a0", "u1", "a1", "u2", "c2", "r2", "a2", "u3", "a3", "u4")
+
+
+def test_beyond_must_be_a_non_negative_integer() -> None:
+    with pytest.raises(ValueError, match="beyond"):
+        select_fold(_session(3), target_tokens=None, input_budget=BIG, beyond=-1)

@@ -9,8 +9,10 @@ from typing import Any
 from contextshift.service.transfer import export_document, parse_import
 from contextshift.storage import Database, Repositories
 from contextshift.storage.repositories.transfer import add_chat_contents, chat_contents
+from contextshift.storage.tables import ChatRow
 
 from .seed import seed_chat
+from .test_message_counts import _recount
 
 
 async def _document(db: Database, chat_id: str) -> dict[str, Any]:
@@ -71,6 +73,11 @@ async def test_an_exported_chat_imports_as_the_same_chat(db: Database) -> None:
     again = await _document(db, chat.id)
     assert again["chat"]["title"] == "first"
     assert _same(again) == _same(exported)
+    async with db.session() as session:
+        stored = await session.get(ChatRow, chat.id)
+        assert stored is not None
+        kept = (stored.raw_messages, stored.summarized_messages)
+    assert kept == await _recount(db, chat.id) == (2, 3)  # the imported summaries count as folded
 
 
 async def test_a_refused_import_rolls_back_and_leaves_no_chat(db: Database) -> None:

@@ -73,6 +73,7 @@ def select_fold(
     input_budget: int,
     counter: Counter | None = None,
     input_counter: TextCounter | None = None,
+    beyond: int = 0,
 ) -> Selection:
     """Choose what one compaction pass folds (C7, C9).
 
@@ -82,15 +83,23 @@ def select_fold(
     ``input_budget`` is the summarizer user-message budget (:func:`.rendering.input_budget`). ``counter``
     prices messages in the chat prompt (default ~4 chars/token); ``input_counter`` prices the summarizer's
     input (default: the text counter of ``counter``; pass the summarizer model's own when it differs).
+
+    ``beyond`` > 0 says ``history`` is only the oldest part of the session, and gives the compactable raw
+    tokens of the rest, which the caller did not load (at least that many: a lower bound only makes the pass
+    fold less). They count towards the pressure and the target, never into the fold, and the part's last user
+    message stays raw like a current turn (so no fold ends inside an exchange that goes on beyond the part).
+    A long session is then never read in full.
     """
     if target_tokens is not None and (isinstance(target_tokens, bool) or target_tokens < 0):
         raise ValueError("target_tokens must be a non-negative integer or None")
     if isinstance(input_budget, bool) or not isinstance(input_budget, int) or input_budget < 1:
         raise ValueError("input_budget must be a positive integer")
+    if isinstance(beyond, bool) or not isinstance(beyond, int) or beyond < 0:
+        raise ValueError("beyond must be a non-negative integer")
     layout = analyze(history, counter)
     messages, costs, foldable, t = layout.messages, layout.costs, layout.foldable, layout.turn_start
     n = len(messages)
-    pressure = layout.pressure
+    pressure = layout.pressure + beyond
     count = input_counter or text_counter(counter)
 
     groups = [g for g in layout.members if foldable[g[0]]]
@@ -120,7 +129,7 @@ def select_fold(
     splits = list(accumulate(inside))
     valid = [k == 0 or (splits[k] == 0 and (k == n or not is_tool_result(messages[k]))) for k in range(t + 1)]
     raw = [costs[p] if foldable[p] and not is_summary(messages[p]) else 0 for p in range(n)]
-    remaining = [0] * (t + 1)  # remaining[k]: compactable raw tokens at positions k .. t-1
+    remaining = [beyond] * (t + 1)  # remaining[k]: compactable raw tokens at positions k .. t-1, and beyond
     for k in range(t - 1, -1, -1):
         remaining[k] = remaining[k + 1] + raw[k]
 
@@ -137,7 +146,7 @@ def select_fold(
             break
 
     cuts = [k for k in range(t + 1) if valid[k]]  # t is always valid: it is a user message or the end
-    k_target = t if target_tokens is None else next(k for k in cuts if remaining[k] <= target_tokens)
+    k_target = t if target_tokens is None else next((k for k in cuts if remaining[k] <= target_tokens), t)
     k_budget = max((k for k in cuts if k < over_from), default=0)
     k_progress = next(k for k in cuts if k > min(contentful))
     k = max(min(k_target, k_budget), k_progress)
@@ -157,7 +166,7 @@ def select_fold(
             covers.append(message.id)
             if message.workspace:
                 workspaces.append(message.workspace)
-    complete = k >= k_target
+    complete = k >= k_target and (remaining[k] <= target_tokens if target_tokens is not None else not beyond)
     return Selection(
         fold=fold,
         keep=keep,

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..tables import ChatRow, CompactionLogRow, MessageRow, SummaryRow
 from ..types import new_id, utcnow
 from ._common import execute_rowcount
+from .messages import add_counts, counted
 
 _CHUNK = 500
 
@@ -76,13 +77,17 @@ class CompactionRepository:
         value = await self.session.scalar(select(ChatRow.history_version).where(ChatRow.id == chat_id))
         return None if value is None else int(value)
 
-    async def unsummarized(self, chat_id: str) -> list[MessageRow]:
-        """The raw messages no summary stands for, oldest first."""
-        query = (
-            select(MessageRow)
-            .where(MessageRow.chat_id == chat_id, MessageRow.summary_id.is_(None))
-            .order_by(MessageRow.seq)
-        )
+    async def unsummarized(
+        self, chat_id: str, *, after_seq: int | None = None, limit: int | None = None
+    ) -> list[MessageRow]:
+        """The raw messages no summary stands for, oldest first (after ``after_seq``, at most ``limit``: one
+        page, read through the (chat_id, summary_id, seq) index)."""
+        query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.summary_id.is_(None))
+        if after_seq is not None:
+            query = query.where(MessageRow.seq > after_seq)
+        query = query.order_by(MessageRow.seq)
+        if limit is not None:
+            query = query.limit(limit)
         return list(await self.session.scalars(query))
 
     async def covered(self, chat_id: str, message_ids: Sequence[str]) -> list[MessageRow]:
@@ -148,7 +153,17 @@ class CompactionRepository:
         )
         self.session.add(summary)
         await self.session.flush()
+        folded = (0, 0)
         for chunk in _chunks(raw_ids):
+            was = await self.session.execute(
+                select(MessageRow.pinned, MessageRow.standing, MessageRow.summary_id).where(
+                    MessageRow.chat_id == chat_id, MessageRow.id.in_(chunk)
+                )
+            )
+            for pinned, standing, summary_id in was.all():
+                before = counted(bool(pinned), bool(standing), summary_id)
+                after = counted(bool(pinned), bool(standing), summary.id)
+                folded = (folded[0] + after[0] - before[0], folded[1] + after[1] - before[1])
             await self.session.execute(
                 update(MessageRow)
                 .where(MessageRow.chat_id == chat_id, MessageRow.id.in_(chunk))
@@ -168,6 +183,8 @@ class CompactionRepository:
                 .values(superseded_by=summary.id)
                 .execution_options(synchronize_session=False)
             )
+        if folded != (0, 0):  # rows moved from a superseded summary stay summarized: only raw ones count
+            await add_counts(self.session, chat_id, folded)
         return summary
 
     # -- logs (C12) ---------------------------------------------------------------------------------------

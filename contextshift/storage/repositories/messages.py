@@ -18,11 +18,20 @@ from ...core.standing import detect, superseded
 from ..errors import InvalidValue, NotFound
 from ..tables import ChatRow, MessageRow, MessageTokensRow
 from ..types import new_id, utcnow
-from ._common import boolean, execute_rowcount, integer, json_object, text_value
+from ._common import boolean, integer, json_object, text_value
 from .convert import check_json, merge_meta, message_values, row_to_message
 from .window import DEFAULT_PAGE_SIZE, RecentWindow, recent_window
 
-__all__ = ["REPLY_KEYS", "MessagePage", "MessageRepository", "merge_meta", "message_values", "row_to_message"]
+__all__ = [
+    "REPLY_KEYS",
+    "MessagePage",
+    "MessageRepository",
+    "add_counts",
+    "counted",
+    "merge_meta",
+    "message_values",
+    "row_to_message",
+]
 
 #: The ``meta`` keys a turn writes on its reply: they belong to one version of a reply (its generation, usage,
 #: whether it is partial, what went wrong); every other key (``manualExcluded``) is the user's, kept across versions.
@@ -52,6 +61,25 @@ def _text(content: Any) -> str:
     return ""
 
 
+def counted(pinned: bool, standing: bool, summary_id: str | None) -> tuple[int, int]:
+    """What one message adds to its chat's maintained counts ``(raw_messages, summarized_messages)``: raw is
+    neither pinned nor summarized; summarized is a summary's, neither pinned nor standing."""
+    if pinned:
+        return 0, 0
+    if summary_id is None:
+        return 1, 0
+    return 0, 0 if standing else 1
+
+
+def _total(rows: Iterable[Any]) -> tuple[int, int]:
+    """The summed :func:`counted` of ``(pinned, standing, summary_id)`` rows."""
+    raw = summarized = 0
+    for pinned, standing, summary_id in rows:
+        r, m = counted(bool(pinned), bool(standing), summary_id)
+        raw, summarized = raw + r, summarized + m
+    return raw, summarized
+
+
 def _version_of(row: MessageRow) -> dict[str, Any]:
     """The row's reply as one version (a redo's error belongs to the attempt, not to the version)."""
     meta = {k: v for k, v in (row.meta or {}).items() if k in REPLY_KEYS and k != "error"}
@@ -66,21 +94,37 @@ class MessagePage:
     has_more: bool
 
 
+async def add_counts(session: AsyncSession, chat_id: str, counts: tuple[int, int]) -> None:
+    """Add ``counts`` to the chat's maintained ``(raw_messages, summarized_messages)``."""
+    await session.execute(
+        update(ChatRow)
+        .where(ChatRow.id == chat_id)
+        .values(
+            raw_messages=ChatRow.raw_messages + counts[0],
+            summarized_messages=ChatRow.summarized_messages + counts[1],
+        )
+        .execution_options(synchronize_session=False)
+    )
+
+
 class MessageRepository:
     """A chat's messages."""
 
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def _bump(self, chat_id: str, *, new_messages: int = 0) -> tuple[int, int]:
-        """Bump ``history_version`` (and reserve ``new_messages`` seqs) in one UPDATE; returns
-        ``(last_seq, history_version)``. Locks the chat row, so appends in one chat run one at a time."""
+    async def _bump(self, chat_id: str, *, new_messages: int = 0, counts: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+        """Bump ``history_version`` (and reserve ``new_messages`` seqs, and add ``counts`` to the maintained
+        ``(raw_messages, summarized_messages)``) in one UPDATE; returns ``(last_seq, history_version)``. Locks
+        the chat row, so appends in one chat run one at a time."""
         statement = (
             update(ChatRow)
             .where(ChatRow.id == chat_id)
             .values(
                 last_seq=ChatRow.last_seq + new_messages,
                 history_version=ChatRow.history_version + max(new_messages, 1),
+                raw_messages=ChatRow.raw_messages + counts[0],
+                summarized_messages=ChatRow.summarized_messages + counts[1],
                 updated_at=utcnow(),
             )
             .returning(ChatRow.last_seq, ChatRow.history_version)
@@ -99,7 +143,8 @@ class MessageRepository:
         values = [message_values(m) for m in messages]
         if not values:
             return []
-        last_seq, _ = await self._bump(chat_id, new_messages=len(values))
+        raw = sum(1 for v in values if not v.get("pinned"))
+        last_seq, _ = await self._bump(chat_id, new_messages=len(values), counts=(raw, 0))
         await self._mark_standing(chat_id, values)
         first = last_seq - len(values) + 1
         now = utcnow()
@@ -134,7 +179,16 @@ class MessageRepository:
             if found.standing:
                 value["standing"] = True
         if ends:
+            # A summarized message that stops standing is a summary's again.
+            was = await self.session.execute(
+                select(MessageRow.pinned, MessageRow.summary_id).where(
+                    MessageRow.id.in_(ends), MessageRow.standing == true()
+                )
+            )
+            back = sum(counted(bool(p), False, s)[1] for p, s in was.all())
             await self.session.execute(update(MessageRow).where(MessageRow.id.in_(ends)).values(standing=False))
+            if back:
+                await add_counts(self.session, chat_id, (0, back))
 
     async def standing(self, chat_id: str, before_seq: int | None = None) -> Sequence[MessageRow]:
         """The chat's standing instructions (G4b), oldest first (before ``before_seq`` when given)."""
@@ -168,13 +222,15 @@ class MessageRepository:
             return None
         if not changes:
             return row
+        before = counted(row.pinned, row.standing, row.summary_id)
         if pinned is not None:
             row.pinned = pinned
         if standing is not None:
             row.standing = standing
         if meta_patch is not None:
             row.meta = merge_meta(row.meta or {}, meta_patch)
-        await self._bump(chat_id)
+        after = counted(row.pinned, row.standing, row.summary_id)
+        await self._bump(chat_id, counts=(after[0] - before[0], after[1] - before[1]))
         await self.session.flush()
         return row
 
@@ -186,10 +242,12 @@ class MessageRepository:
         if row is None:
             return None
         row.content = content
+        before = counted(row.pinned, row.standing, row.summary_id)
         if row.role == "user" and not (row.meta or {}).get("command"):
             row.standing = detect(content).standing  # G4b: the edited text decides
+        after = counted(row.pinned, row.standing, row.summary_id)
         await self.session.execute(delete(MessageTokensRow).where(MessageTokensRow.message_id == message_id))
-        await self._bump(chat_id)
+        await self._bump(chat_id, counts=(after[0] - before[0], after[1] - before[1]))
         await self.session.flush()
         return row
 
@@ -264,19 +322,30 @@ class MessageRepository:
 
     async def delete(self, chat_id: str, message_id: str) -> bool:
         """Delete one message of the chat (its seq is not reused)."""
-        statement = delete(MessageRow).where(MessageRow.id == message_id, MessageRow.chat_id == chat_id)
-        if await execute_rowcount(self.session, statement) == 0:
+        statement = (
+            delete(MessageRow)
+            .where(MessageRow.id == message_id, MessageRow.chat_id == chat_id)
+            .returning(MessageRow.pinned, MessageRow.standing, MessageRow.summary_id)
+        )
+        gone = (await self.session.execute(statement)).all()
+        if not gone:
             return False
-        await self._bump(chat_id)
+        raw, summarized = _total(gone)
+        await self._bump(chat_id, counts=(-raw, -summarized))
         return True
 
     async def delete_after(self, chat_id: str, seq: int) -> int:
         """Delete every message of the chat after ``seq`` (rewinding the chat to it); how many went."""
-        statement = delete(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.seq > seq)
-        deleted = await execute_rowcount(self.session, statement)
-        if deleted:
-            await self._bump(chat_id)
-        return deleted
+        statement = (
+            delete(MessageRow)
+            .where(MessageRow.chat_id == chat_id, MessageRow.seq > seq)
+            .returning(MessageRow.pinned, MessageRow.standing, MessageRow.summary_id)
+        )
+        gone = (await self.session.execute(statement)).all()
+        if gone:
+            raw, summarized = _total(gone)
+            await self._bump(chat_id, counts=(-raw, -summarized))
+        return len(gone)
 
     async def list_page(self, chat_id: str, before_seq: int | None = None, limit: int = 50) -> MessagePage:
         """Up to ``limit`` messages older than ``before_seq`` (default: the newest), newest first."""
@@ -321,33 +390,26 @@ class MessageRepository:
 
     async def count_older_raw(self, chat_id: str, before_seq: int) -> int:
         """Messages older than ``before_seq`` that are neither pinned nor summarized: the history a turn's
-        window did not load (any shift would have dropped them)."""
-        query = (
+        window did not load (any shift would have dropped them). The chat's maintained ``raw_messages`` less
+        the raw ones from ``before_seq`` on: reads only those (a turn's window), never the older chat."""
+        total = await self.session.scalar(select(ChatRow.raw_messages).where(ChatRow.id == chat_id))
+        newer = (
             select(func.count())
             .select_from(MessageRow)
             .where(
                 MessageRow.chat_id == chat_id,
-                MessageRow.seq < integer("before_seq", before_seq),
+                MessageRow.seq >= integer("before_seq", before_seq),
                 MessageRow.summary_id.is_(None),
                 MessageRow.pinned != true(),
             )
         )
-        return int((await self.session.execute(query)).scalar_one())
+        return max(0, int(total or 0) - int((await self.session.execute(newer)).scalar_one()))
 
     async def count_summarized(self, chat_id: str) -> int:
         """Messages a compaction summary stands for, pinned and standing ones left out (those are back in prompts
-        raw)."""
-        query = (
-            select(func.count())
-            .select_from(MessageRow)
-            .where(
-                MessageRow.chat_id == chat_id,
-                MessageRow.summary_id.is_not(None),
-                MessageRow.pinned != true(),
-                MessageRow.standing != true(),
-            )
-        )
-        return int((await self.session.execute(query)).scalar_one())
+        raw): the chat's maintained ``summarized_messages``."""
+        value = await self.session.scalar(select(ChatRow.summarized_messages).where(ChatRow.id == chat_id))
+        return int(value or 0)
 
     async def recent_window(
         self,

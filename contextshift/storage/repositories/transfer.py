@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from ..tables import MessageRow, SummaryRow
 from ..types import new_id
 from .convert import check_json
-from .messages import MessageRepository
+from .messages import MessageRepository, add_counts, counted
 
 #: The message fields ``append_many`` takes from an imported message.
 _APPENDED = ("role", "content", "name", "tool_calls", "tool_call_id", "pinned", "meta", "workspace")
@@ -127,7 +127,16 @@ async def add_chat_contents(
             }
         )
     if changes:  # one bulk UPDATE by primary key
+        # the chat's maintained counts: append_many counted each row unsummarized with its own standing flag
+        before = [counted(row.pinned, row.standing, None) for row in rows]
         await session.execute(update(MessageRow), changes)
+        after = [counted(row.pinned, c["standing"], c["summary_id"]) for row, c in zip(rows, changes, strict=True)]
+        delta = (
+            sum(a[0] for a in after) - sum(b[0] for b in before),
+            sum(a[1] for a in after) - sum(b[1] for b in before),
+        )
+        if delta != (0, 0):
+            await add_counts(session, chat_id, delta)
     return rows
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import exists, or_, select, true
+from sqlalchemy import or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ...core.messages import Message
@@ -151,8 +151,14 @@ async def recent_window(
         counts, n = await token_counts(session, pinned, profile, count_fn, store=store_counts)
         computed += n
         tokens.update(counts)
-        unpinned_left = select(exists().where(*older, MessageRow.pinned != true(), MessageRow.summary_id.is_(None)))
-        has_more = bool((await session.execute(unpinned_left)).scalar())
+        # The newest raw message before the window, found through (chat_id, summary_id, seq): never a scan.
+        unpinned_left = (
+            select(MessageRow.seq)
+            .where(*older, MessageRow.summary_id.is_(None), MessageRow.pinned != true())
+            .order_by(MessageRow.summary_id.desc(), MessageRow.seq.desc())
+            .limit(1)
+        )
+        has_more = (await session.execute(unpinned_left)).first() is not None
         window.extend(pinned)
     window.sort(key=lambda r: r.seq)
     return RecentWindow(rows=window, tokens=tokens, has_more=has_more, rows_read=rows_read, counted=computed)
