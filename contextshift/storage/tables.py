@@ -219,6 +219,10 @@ class ChatRow(Base):
     usage_cached_tokens: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
     #: C14: tool name → how many calls the assistant made.
     tools_used: Mapped[dict[str, int] | None] = mapped_column(JSONOrNull, nullable=True)
+    #: The chat's own chat model, overriding the bot's ``chat_model_id`` (null: the bot's).
+    model_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("models.id", ondelete="SET NULL"), nullable=True, index=True
+    )
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
 

@@ -14,11 +14,11 @@ import { turnRunner } from "./chat_turn.js";
 
 const PREVIEW_DELAY = 400;
 
-async function chatModel(store, bot) {
-  if (!bot.chat_model_id) return null;
-  const known = store.model(bot.chat_model_id);
+async function chatModel(store, modelId) {
+  if (!modelId) return null;
+  const known = store.model(modelId);
   if (known) return known;
-  return (await get(`/models/${bot.chat_model_id}`).catch(() => null))?.model || null;
+  return (await get(`/models/${modelId}`).catch(() => null))?.model || null;
 }
 
 /** The chat's data: messages (a page of them), the last prompt's audit, the next prompt's preview, summaries. */
@@ -155,7 +155,9 @@ function frame(st, p, r, { store, go }) {
     onClose: () => p.composer.focus(),
   });
   const onOpen = (tab, mode) => p.inspector.open(tab, mode);
-  p.head = chatHead({ chat, bot, model: st.model, store, go, onOpen, promptMode: () => (st.audit ? "audit" : "preview") });
+  const promptMode = () => (st.audit ? "audit" : "preview");
+  const onModel = async (model) => ((st.model = model), await r.refreshAll({ audit: false }));
+  p.head = chatHead({ chat, bot, botModel: st.botModel, store, go, onOpen, promptMode, onModel });
   p.history = h("div.history", { role: "log", "aria-label": "Messages", "aria-live": "off", tabindex: 0 });
   const columns = h("div.chat-columns", h("div.chat-column", p.history, p.composer.form), p.inspector.el);
   p.view = h("section.chat-view", { dataset: { chatId: chat.id } }, p.head.el, columns);
@@ -165,7 +167,8 @@ function frame(st, p, r, { store, go }) {
 export async function chatView(main, [chatId], { store, go }) {
   const { chat } = await get(`/chats/${encodeURIComponent(chatId)}`);
   const { bot } = await get(`/bots/${chat.bot_id}`);
-  const st = newState(chat, bot, await chatModel(store, bot));
+  const botModel = await chatModel(store, bot.chat_model_id);
+  const st = { ...newState(chat, bot, chat.model_id ? await chatModel(store, chat.model_id) : botModel), botModel };
   const timers = new Set();
   const later = (fn, ms) => {
     const t = setTimeout(() => (timers.delete(t), st.disposed || fn()), ms);

@@ -64,17 +64,24 @@ export function messageActions({ st, chat, view, turn }) {
       const at = indexOf(m);
       return at < 0 ? 0 : st.messages.length - at - 1;
     },
-    /** Save the edited text, rewind the chat to this message (its later messages are deleted) and answer it. */
-    async editFrom(m, text) {
-      if (!(await saveText(m, text))) return;
+    /** Make the edited text a new version of the message (a new branch: the later messages stay with the
+     * version shown until now) and answer it. */
+    async branchFrom(m, text) {
+      if (!text.trim()) {
+        toast("A message needs at least one character.", "error");
+        return;
+      }
+      setEditing(m, false);
       try {
-        await post(`/chats/${encodeURIComponent(chat.id)}/messages/${encodeURIComponent(m.id)}/rewind`, {});
+        await post(`/chats/${encodeURIComponent(chat.id)}/messages/${encodeURIComponent(m.id)}/branch`, { content: text });
       } catch (error) {
-        toast(`Could not remove the later messages: ${error.message}`, "error");
+        setEditing(m, true, text);
+        rerender();
+        toast(error.message, "error");
         return;
       }
       const at = indexOf(m);
-      if (at >= 0) st.messages = st.messages.slice(0, at + 1);
+      if (at >= 0) st.messages = [...st.messages.slice(0, at), { ...m, content: text, alternatives: (m.alternatives || 1) + 1, alternative: m.alternatives || 1, branch_point: true }];
       rerender();
       await turn.run({ retry_of: m.id });
     },

@@ -3,11 +3,15 @@
 
 import { del } from "./api.js";
 import { badge, h, toast } from "./dom.js";
-import { chatTitle, modelLabel } from "./store.js";
+import { chatTitle } from "./store.js";
+import { modelPicker } from "./chat_model.js";
 import { draftKey } from "./chat_composer.js";
 
-/** onOpen(tab, mode): open the side panel; promptMode(): which prompt the Prompt button shows. */
-export function chatHead({ chat, bot, model, store, go, onOpen, promptMode }) {
+/**
+ * onOpen(tab, mode): open the side panel; promptMode(): which prompt the Prompt button shows; botModel: the bot's
+ * chat model; onModel(model): the chat's model was changed (the picker, chat_model.js).
+ */
+export function chatHead({ chat, bot, botModel, store, go, onOpen, promptMode, onModel }) {
   const titleEl = h("h1.chat-heading", chatTitle(chat));
   document.title = `${chatTitle(chat)} · contextshift`;
   const el = h(
@@ -21,7 +25,8 @@ export function chatHead({ chat, bot, model, store, go, onOpen, promptMode }) {
         " ",
         h("a", { href: `#/bot/${bot.id}` }, bot.name),
         " · ",
-        model ? h("span", modelLabel(model)) : h("span.warn-text", "no chat model (preview only)"),
+        modelPicker({ chat, botModel, store, onChange: onModel }),
+        botModel || chat.model_id ? null : [" ", h("span.warn-text", "no chat model (preview only)")],
       ),
     ),
     h(

@@ -1,5 +1,5 @@
-// Editing a message in place: the form, its Save / Save and regenerate / regenerate-from-here buttons, and the
-// confirmation an older message asks for.
+// Editing a message in place: the form and its Save / Save and regenerate / Save as a new branch buttons (an older
+// message branches: what came after it stays reachable through the version switcher).
 
 import { h } from "./dom.js";
 
@@ -13,25 +13,19 @@ export function editForm(m, ui, act) {
   input.addEventListener("input", () => (ui.draft = input.value));
   const regenerate = act.canRegenerateAfter(m);
   const save = (again) => act.edit(m, input.value, again);
-  // An older message: "regenerate from here" deletes what came after it, so it asks first.
+  // An older message: the edit becomes a new branch; what came after it stays with the version shown now.
   const later = regenerate || m.role !== "user" ? 0 : act.laterCount(m);
-  const confirmRewind = h(
-    "div.rewind-confirm",
-    { hidden: true, role: "group", "aria-label": "Confirm regenerating from here" },
-    h("span", `This deletes the ${later} later message${later === 1 ? "" : "s"}.`),
-    " ",
-    h("button.small.danger", { type: "button", dataset: { action: "confirm-rewind" }, onclick: () => act.editFrom(m, input.value) }, "Delete them and regenerate"),
-    " ",
-    actionButton("keep-later", "Keep them", () => {
-      confirmRewind.hidden = true;
-      rewind.focus();
-    }),
-  );
-  const rewind = later
-    ? actionButton("save-rewind", "Save and regenerate from here", () => {
-        confirmRewind.hidden = false;
-        confirmRewind.querySelector('[data-action="confirm-rewind"]').focus();
+  const branch = later
+    ? actionButton("save-branch", "Save as a new branch and regenerate", () => act.branchFrom(m, input.value), {
+        "aria-describedby": `branch-hint-${m.id}`,
       })
+    : null;
+  const hint = later
+    ? h(
+        "p.hint.branch-hint",
+        { id: `branch-hint-${m.id}` },
+        `The ${later} later message${later === 1 ? "" : "s"} stay${later === 1 ? "s" : ""} with the current version of this message: page back to ${later === 1 ? "it" : "them"} with ‹ ›.`,
+      )
     : null;
   input.addEventListener("keydown", (event) => {
     if (event.key === "Escape") {
@@ -48,9 +42,9 @@ export function editForm(m, ui, act) {
       "div.actions",
       h("button.small.primary", { type: "submit", dataset: { action: "save-edit" } }, "Save"),
       regenerate ? actionButton("save-regenerate", "Save and regenerate", () => save(true)) : null,
-      rewind,
+      branch,
       actionButton("cancel-edit", "Cancel", () => act.cancelEdit(m)),
     ),
-    later ? confirmRewind : null,
+    hint,
   );
 }

@@ -10,9 +10,9 @@ export function versionSwitcher(m, act, busy) {
   if (alternatives <= 1) return null;
   return h(
     "span.alternatives",
-    { role: "group", "aria-label": "Versions of this reply" },
-    actionButton("previous-alternative", "‹", () => act.choose(m, m.alternative - 1), { "aria-label": "Previous version", disabled: busy || m.alternative <= 0 }),
+    { role: "group", "aria-label": m.branch_point ? "Branches from this message" : "Versions of this reply" },
+    actionButton("previous-alternative", "‹", () => act.choose(m, m.alternative - 1), { "aria-label": m.branch_point ? "Previous branch" : "Previous version", disabled: busy || m.alternative <= 0 }),
     h("span.alternative-count", { "aria-live": "polite" }, `${m.alternative + 1} / ${alternatives}`),
-    actionButton("next-alternative", "›", () => act.choose(m, m.alternative + 1), { "aria-label": "Next version", disabled: busy || m.alternative >= alternatives - 1 }),
+    actionButton("next-alternative", "›", () => act.choose(m, m.alternative + 1), { "aria-label": m.branch_point ? "Next branch" : "Next version", disabled: busy || m.alternative >= alternatives - 1 }),
   );
 }
