@@ -471,6 +471,14 @@ class ChatPatch(Strict):
         " come with it); null goes back to the bot's",
     )
 
+    @model_validator(mode="after")
+    def _something(self) -> ChatPatch:
+        if not self.model_fields_set:
+            raise ValueError("give title and/or model_id")
+        if "title" in self.model_fields_set and self.title is None:
+            raise ValueError("title cannot be null")
+        return self
+
 
 class ChatOut(BaseModel):
     id: str
