@@ -5,44 +5,47 @@ import { del, patch, post } from "./api.js";
 import { toast } from "./dom.js";
 import { plainText } from "./message.js";
 
-/**
- * st: the chat view's state (messages, streaming); view: {historyView(), refreshAll, renderHistory, openPrompt,
- * composer}; turn: the turn runner (chat_turn.js).
- */
-export function messageActions({ st, chat, view, turn }) {
-  const hv = () => view.historyView();
-  const newest = () => st.messages[st.messages.length - 1] || null;
-  const indexOf = (m) => st.messages.findIndex((x) => x.id === m.id);
-  const rerender = () => view.renderHistory({ keepScroll: true });
-
-  async function change(m, body, focus) {
-    try {
-      await patch(`/chats/${chat.id}/messages/${m.id}`, body);
-      hv().focusNext(focus);
-      await view.refreshAll({ audit: false });
-      return true;
-    } catch (error) {
-      toast(error.message, "error");
+/** What the action groups share: the history view, the newest message, storing a change and re-rendering. */
+function actionKit({ st, chat, view }) {
+  const kit = {
+    hv: () => view.historyView(),
+    newest: () => st.messages[st.messages.length - 1] || null,
+    indexOf: (m) => st.messages.findIndex((x) => x.id === m.id),
+    rerender: () => view.renderHistory({ keepScroll: true }),
+    async change(m, body, focus) {
+      try {
+        await patch(`/chats/${chat.id}/messages/${m.id}`, body);
+        kit.hv().focusNext(focus);
+        await view.refreshAll({ audit: false });
+        return true;
+      } catch (error) {
+        toast(error.message, "error");
+        return false;
+      }
+    },
+    setEditing(m, editing, draft = null) {
+      Object.assign(kit.hv().state(m.id), { editing, draft });
+    },
+    /** Save an edit's text; on a refusal the edit stays open with the text typed. */
+    async saveText(m, text) {
+      if (!text.trim()) {
+        toast("A message needs at least one character.", "error");
+        return false;
+      }
+      kit.setEditing(m, false);
+      if (await kit.change(m, { content: text }, { id: m.id, action: "edit" })) return true;
+      kit.setEditing(m, true, text);
+      kit.rerender();
       return false;
-    }
-  }
-  function setEditing(m, editing, draft = null) {
-    Object.assign(hv().state(m.id), { editing, draft });
-  }
-  /** Save an edit's text; on a refusal the edit stays open with the text typed. */
-  async function saveText(m, text) {
-    if (!text.trim()) {
-      toast("A message needs at least one character.", "error");
-      return false;
-    }
-    setEditing(m, false);
-    if (await change(m, { content: text }, { id: m.id, action: "edit" })) return true;
-    setEditing(m, true, text);
-    rerender();
-    return false;
-  }
+    },
+  };
+  return kit;
+}
 
-  const editing = {
+/** Edit a message: in place, with a regenerate of the newest reply, or as a new branch of an older message. */
+function editActions({ st, chat, turn }, kit) {
+  const { hv, newest, indexOf, rerender, setEditing, saveText } = kit;
+  return {
     startEdit(m) {
       setEditing(m, true);
       hv().focusNext({ id: m.id, selector: ".edit-text" });
@@ -86,8 +89,12 @@ export function messageActions({ st, chat, view, turn }) {
       await turn.run({ retry_of: m.id });
     },
   };
+}
 
-  const deleting = {
+/** Delete a message, after a confirmation in place. */
+function deleteActions({ st, chat, view }, kit) {
+  const { hv, indexOf, rerender } = kit;
+  return {
     askDelete(m) {
       hv().state(m.id).confirm = true;
       hv().focusNext({ id: m.id, action: "keep" });
@@ -113,7 +120,15 @@ export function messageActions({ st, chat, view, turn }) {
       }
     },
   };
+}
 
+/**
+ * st: the chat view's state (messages, streaming); view: {historyView(), refreshAll, renderHistory, openPrompt,
+ * composer}; turn: the turn runner (chat_turn.js).
+ */
+export function messageActions({ st, chat, view, turn }) {
+  const kit = actionKit({ st, chat, view });
+  const { newest, indexOf, change } = kit;
   return {
     busy: () => Boolean(st.streaming),
     openPrompt: () => view.openPrompt(),
@@ -128,8 +143,8 @@ export function messageActions({ st, chat, view, turn }) {
     dismissStanding: (m) => change(m, { standing: false }, { id: m.id, action: "pin" }),
     exclude: (m, excluded) => change(m, { meta: { manualExcluded: excluded ? true : null } }, { id: m.id, action: "exclude" }),
     choose: (m, index) => change(m, { alternative: index }, { id: m.id, action: index > m.alternative ? "next-alternative" : "previous-alternative" }),
-    ...editing,
-    ...deleting,
+    ...editActions({ st, chat, turn }, kit),
+    ...deleteActions({ st, chat, view }, kit),
     retry: (m) => turn.run({ retry_of: m.id }),
     regenerate: (m) => turn.run({ regenerate_of: m.id }, { replaces: m }),
     continueReply: (m) => turn.run({ continue_of: m.id }, { replaces: m, prefix: typeof m.content === "string" ? m.content : "" }),

@@ -7,6 +7,25 @@ import { errorWords } from "./words.js";
 import { promptView, renderStatus } from "./inspector.js";
 import { memoriesEditor } from "./memories.js";
 
+/** The prompt panel: which prompt (last, or next as previewed), its error, and the prompt view (inspector.js). */
+function showPrompt(st, promptPanel, ctx, again) {
+  if (st.disposed) return;
+  const mode = st.promptMode;
+  const pick = (next) => () => ((st.promptMode = next), again());
+  const toggle = h(
+    "div.segmented",
+    { role: "group", "aria-label": "Which prompt" },
+    h("button.small", { type: "button", "aria-pressed": String(mode === "audit"), onclick: pick("audit") }, "Last prompt"),
+    h("button.small", { type: "button", "aria-pressed": String(mode === "preview"), onclick: pick("preview") }, "Next prompt (preview)"),
+  );
+  const data = mode === "audit" ? st.audit : st.preview;
+  const failed = mode === "preview" ? st.previewError : null;
+  const errorBox = failed
+    ? h("div.error-box", { role: "alert" }, h("strong", failed.code), h("p", errorWords(failed.code, failed.message)))
+    : null;
+  replace(promptPanel, toggle, errorBox, promptView(data, mode, ctx));
+}
+
 /**
  * st: the chat view's state (audit, preview, previewError, promptMode, disposed); ctx: what the panels may ask
  * of the chat (inspector.js); onMemoryChange(): a memory changed; onClose(): the panel was closed.
@@ -70,23 +89,7 @@ export function chatInspector({ st, ctx, bot, chat, store, onMemoryChange, onClo
     onClose();
   }
 
-  function renderPrompt() {
-    if (st.disposed) return;
-    const mode = st.promptMode;
-    const pick = (next) => () => ((st.promptMode = next), renderPrompt());
-    const toggle = h(
-      "div.segmented",
-      { role: "group", "aria-label": "Which prompt" },
-      h("button.small", { type: "button", "aria-pressed": String(mode === "audit"), onclick: pick("audit") }, "Last prompt"),
-      h("button.small", { type: "button", "aria-pressed": String(mode === "preview"), onclick: pick("preview") }, "Next prompt (preview)"),
-    );
-    const data = mode === "audit" ? st.audit : st.preview;
-    const failed = mode === "preview" ? st.previewError : null;
-    const errorBox = failed
-      ? h("div.error-box", { role: "alert" }, h("strong", failed.code), h("p", errorWords(failed.code, failed.message)))
-      : null;
-    replace(promptPanel, toggle, errorBox, promptView(data, mode, ctx));
-  }
+  const renderPrompt = () => showPrompt(st, promptPanel, ctx, renderPrompt);
 
   return {
     el,

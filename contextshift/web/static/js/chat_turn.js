@@ -35,39 +35,39 @@ function streamingReply(input, command) {
   return { el, text };
 }
 
+/** Stream the reply; what ended it: {ok, payload} | {ok: false, error} | {stopped}. */
+async function streamTurn({ st, chat, historyEl }, input, controller, paint) {
+  let outcome = null;
+  let painted = false;
+  const token = (t) => {
+    if (!st.streaming) return;
+    st.streaming.text += t;
+    if (!painted) {
+      painted = true;
+      requestAnimationFrame(() => ((painted = false), paint())); // markdown once a frame, however fast tokens come
+    }
+    const nearBottom = historyEl.scrollHeight - historyEl.scrollTop - historyEl.clientHeight < 160;
+    if (nearBottom) historyEl.scrollTop = historyEl.scrollHeight;
+  };
+  try {
+    await generate(
+      chat.id,
+      input,
+      { token, done: (payload) => (outcome = { ok: true, payload }), error: (payload) => (outcome = { ok: false, error: payload }) },
+      { signal: controller.signal },
+    );
+  } catch (error) {
+    if (error.name === "AbortError") outcome = { stopped: true };
+    else outcome = { ok: false, error: { code: error.code, message: error.message, params: error.params, status: error.status } };
+  }
+  return outcome;
+}
+
 /**
  * The turn runner of a chat view. st: its state (streaming, notice, disposed); composer: chat_composer.js;
  * historyEl: the scrolling history; view: {renderHistory, refreshAll, later, historyView, openPrompt, store}.
  */
 export function turnRunner({ st, chat, composer, historyEl, view }) {
-  /** Stream the reply; what ended it: {ok, payload} | {ok: false, error} | {stopped}. */
-  async function stream(input, controller, paint) {
-    let outcome = null;
-    let painted = false;
-    const token = (t) => {
-      if (!st.streaming) return;
-      st.streaming.text += t;
-      if (!painted) {
-        painted = true;
-        requestAnimationFrame(() => ((painted = false), paint())); // markdown once a frame, however fast tokens come
-      }
-      const nearBottom = historyEl.scrollHeight - historyEl.scrollTop - historyEl.clientHeight < 160;
-      if (nearBottom) historyEl.scrollTop = historyEl.scrollHeight;
-    };
-    try {
-      await generate(
-        chat.id,
-        input,
-        { token, done: (payload) => (outcome = { ok: true, payload }), error: (payload) => (outcome = { ok: false, error: payload }) },
-        { signal: controller.signal },
-      );
-    } catch (error) {
-      if (error.name === "AbortError") outcome = { stopped: true };
-      else outcome = { ok: false, error: { code: error.code, message: error.message, params: error.params, status: error.status } };
-    }
-    return outcome;
-  }
-
   /** A stop, or a turn refused before anything was stored, gets a notice; every other failure is on its message. */
   function noticeOf(outcome, input, streamed) {
     if (outcome?.stopped) {
@@ -107,7 +107,7 @@ export function turnRunner({ st, chat, composer, historyEl, view }) {
     if (prefix) paint();
     composer.setBusy(true);
     view.renderHistory();
-    const outcome = await stream(input, controller, paint);
+    const outcome = await streamTurn({ st, chat, historyEl }, input, controller, paint);
     const streamed = (st.streaming?.text || "").length > prefix.length;
     st.streaming = null;
     composer.setBusy(false);
