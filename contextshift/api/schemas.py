@@ -473,7 +473,23 @@ class ChatCreate(Strict):
 
 
 class ChatPatch(Strict):
-    title: Required = Field(max_length=500, description="The chat's new title (surrounding spaces are dropped)")
+    title: Required | None = Field(
+        default=None, max_length=500, description="The chat's new title (surrounding spaces are dropped)"
+    )
+    model_id: str | None = Field(
+        default=None,
+        max_length=32,
+        description="A chat model for this chat's turns instead of the bot's (its window, tokenizer and provider"
+        " come with it); null goes back to the bot's",
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> ChatPatch:
+        if not self.model_fields_set:
+            raise ValueError("give title and/or model_id")
+        if "title" in self.model_fields_set and self.title is None:
+            raise ValueError("title cannot be null")
+        return self
 
 
 class ChatOut(BaseModel):
@@ -481,6 +497,7 @@ class ChatOut(BaseModel):
     bot_id: str
     type: ChatType
     title: str
+    model_id: str | None = Field(default=None, description="The chat's own chat model; null: the bot's")
     created_at: datetime
     updated_at: datetime
 
@@ -517,7 +534,17 @@ class MessagePatch(Strict):
         default=None, min_length=1, max_length=2_000_000, description="New text of a user message (edit)"
     )
     alternative: int | None = Field(
-        default=None, ge=0, le=10_000, description="Which version of a regenerated reply to show (0 = first)"
+        default=None,
+        ge=0,
+        le=10_000,
+        description="Which version of a regenerated reply, or of a message an edit branched, to show (0 = first);"
+        " a branch point shows the chosen version's continuation",
+    )
+
+
+class MessageBranch(Strict):
+    content: Text = Field(
+        min_length=1, max_length=2_000_000, description="The new text of the user message: its new version"
     )
 
 
@@ -539,8 +566,13 @@ class MessageOut(BaseModel):
     summarized_by: str | None = Field(default=None, description="The summary that stands for it in prompts")
     reply_to: str | None = Field(default=None, description="For a reply: the user message it answers")
     created_at: datetime
-    alternatives: int = Field(default=1, description="How many versions of this reply there are (regenerate)")
+    alternatives: int = Field(
+        default=1, description="How many versions of this message there are (regenerate, or an edit that branched)"
+    )
     alternative: int = Field(default=0, description="Which version is shown and sent (0 = the first)")
+    branch_point: bool = Field(
+        default=False, description="Each version has its own continuation (an edit branched the chat here)"
+    )
 
 
 # -- generation, audit, preview ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from ..service.calibration import base_margin
 from ..service.compaction import settings_of
 from ..service.status import log_dict
 from ..service.turn import profile_for
+from ..storage.repositories.branches import is_branch_point
 from ..storage.tables import (
     AuditRow,
     BotRow,
@@ -153,6 +154,7 @@ def chat(row: ChatRow) -> s.ChatOut:
         bot_id=row.bot_id,
         type=row.type,  # type: ignore[arg-type]
         title=readable_text(row.title or ""),
+        model_id=row.model_id,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
@@ -177,6 +179,7 @@ def message(row: MessageRow) -> s.MessageOut:
         created_at=row.created_at,
         alternatives=len(row.alternatives or []) or 1,
         alternative=row.alternative or 0,
+        branch_point=is_branch_point(row),
     )
 
 

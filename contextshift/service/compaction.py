@@ -41,7 +41,7 @@ from .calls import Calls, CallTarget
 from .compaction_call import FoldCall, PassResult
 from .history import is_command, merge
 from .summarizer import CompactionUnavailable, Summarizer, resolve
-from .turn import chat_and_bot, profile_for
+from .turn import chat_and_bot, profile_for, resolve_model
 
 log = logging.getLogger("contextshift.compaction")
 
@@ -161,7 +161,7 @@ class Compactor:
             bot = await repos.bots.get(chat.bot_id)
             if bot is None or not bot.compaction_enabled:
                 return "none", None
-            model = await repos.models.get(bot.chat_model_id) if bot.chat_model_id else None
+            model, _ = await resolve_model(repos, bot, chat)
             window = window_of(bot, model.context_window if model else None)
             settings = settings_of(bot)
             if window is None:
@@ -218,7 +218,7 @@ class Compactor:
                 if trigger == "manual":
                     raise
                 return Outcome("noop", reason="model_unavailable")
-            chat_model = await repos.models.get(bot.chat_model_id) if bot.chat_model_id else None
+            chat_model, _ = await resolve_model(repos, bot, chat)
             failed_at = chat.compaction_failed_at
             if (
                 trigger != "manual"

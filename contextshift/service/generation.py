@@ -105,7 +105,7 @@ class Generations:
         async with self.db.session(write=False) as session:
             repos = Repositories(session)
             chat, bot = await chat_and_bot(repos, chat_id)
-            model, provider = await resolve_model(repos, bot)
+            model, provider = await resolve_model(repos, bot, chat)
             if await counting.tokenizer_for(model, provider, profile_for(model)) is None:
                 return
             turn = await load_turn(

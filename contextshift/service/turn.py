@@ -90,8 +90,12 @@ async def chat_and_bot(repos: Repositories, chat_id: str) -> tuple[ChatRow, BotR
     return chat, bot
 
 
-async def resolve_model(repos: Repositories, bot: BotRow) -> tuple[ModelRow | None, ProviderRow | None]:
-    model = await repos.models.get(bot.chat_model_id) if bot.chat_model_id else None
+async def resolve_model(
+    repos: Repositories, bot: BotRow, chat: ChatRow | None = None
+) -> tuple[ModelRow | None, ProviderRow | None]:
+    """The turn's chat model and its provider: the chat's own model when it has one, else the bot's."""
+    model_id = (chat.model_id if chat is not None else None) or bot.chat_model_id
+    model = await repos.models.get(model_id) if model_id else None
     provider = await repos.providers.get(model.provider_id) if model else None
     return model, provider
 
@@ -146,7 +150,7 @@ async def load_turn(
     still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq``
     ends the history before that message (a regenerated reply is not part of its own prompt).
     """
-    model, provider = await resolve_model(repos, bot)
+    model, provider = await resolve_model(repos, bot, chat)
     embedder = configured_embedder()  # checked at start-up, so never raises here
     base = profile_for(model)
     counting = await counting_for(repos, model, base)

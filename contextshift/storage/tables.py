@@ -224,6 +224,10 @@ class ChatRow(Base):
     #: pinned nor standing (those come back raw in prompts).
     raw_messages: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
     summarized_messages: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default="0")
+    #: The chat's own chat model, overriding the bot's ``chat_model_id`` (null: the bot's).
+    model_id: Mapped[str | None] = mapped_column(
+        ID, ForeignKey("models.id", ondelete="SET NULL"), nullable=True, index=True
+    )
     created_at: Mapped[datetime] = _created()
     updated_at: Mapped[datetime] = _updated()
 

@@ -23,7 +23,15 @@ async def test_a_chat_is_renamed_and_the_title_is_trimmed(service: Service) -> N
 async def test_a_blank_long_or_extra_field_rename_is_refused_and_changes_nothing(service: Service) -> None:
     ids = await service.setup_chat()
     await service.http.patch(f"/api/v2/chats/{ids['chat']}", json={"title": "Kept"})
-    for body in ({"title": "   "}, {"title": ""}, {"title": "x" * 501}, {"title": 5}, {}, {"title": "a", "type": "x"}):
+    for body in (
+        {"title": "   "},
+        {"title": ""},
+        {"title": "x" * 501},
+        {"title": 5},
+        {},
+        {"title": None},
+        {"title": "a", "type": "x"},
+    ):
         response = await service.http.patch(f"/api/v2/chats/{ids['chat']}", json=body)
         assert response.status_code == 422, body
         assert response.json()["error"]["code"] == "VALIDATION"

@@ -221,9 +221,7 @@ def test_editing_the_last_input_and_regenerating_from_there(page: Any, app: App)
     expect(user.get_by_role("button", name="Edit")).to_be_focused()
 
 
-def test_editing_an_older_input_and_regenerating_from_there_asks_then_drops_what_came_after(
-    page: Any, app: App
-) -> None:
+def test_editing_an_older_input_branches_and_the_prompt_view_follows_the_branch(page: Any, app: App) -> None:
     ids = _chat(page, app)
     page.goto(f"/#/chat/{ids['chat']}")
     app.fake.script(Reply("About cats."), Reply("About mice."), Reply("About owls."))
@@ -231,22 +229,41 @@ def test_editing_an_older_input_and_regenerating_from_there_asks_then_drops_what
     expect(_reply(page)).to_contain_text("About cats.", timeout=TURN)
     _send(page, "And mice?")
     expect(_reply(page)).to_contain_text("About mice.", timeout=TURN)
+    before = _messages(app, ids["chat"])
     first = page.locator(".msg.role-user").first
     first.get_by_role("button", name="Edit").click()
     first.get_by_label("Edit the message").fill("Tell me about owls")
     expect(first.get_by_role("button", name="Save and regenerate", exact=True)).to_have_count(0)
-    first.get_by_role("button", name="Save and regenerate from here").click()
-    confirm = first.get_by_role("group", name="Confirm regenerating from here")
-    expect(confirm).to_contain_text("This deletes the 3 later messages.")
-    confirm.get_by_role("button", name="Keep them").click()  # changed its mind: nothing happened
-    expect(first.get_by_role("button", name="Save and regenerate from here")).to_be_focused()
-    assert len(_messages(app, ids["chat"])) == 4
-    first.get_by_role("button", name="Save and regenerate from here").click()
-    first.get_by_role("button", name="Delete them and regenerate").click()
+    expect(first).to_contain_text("The 3 later messages stay with the current version of this message")
+    first.get_by_role("button", name="Save as a new branch and regenerate").click()
     expect(_reply(page)).to_contain_text("About owls.", timeout=TURN)
     expect(page.locator(".msg")).to_have_count(2)
     assert [m["content"] for m in app.fake.last.messages] == ["Tell me about owls"]
-    assert [m["content"] for m in _messages(app, ids["chat"])] == ["Tell me about owls", "About owls."]
+    owls = _messages(app, ids["chat"])[1]["id"]
+    branches = first.get_by_role("group", name="Branches from this message")
+    expect(branches).to_contain_text("2 / 2")
+
+    # The next prompt follows the branch shown: the new one, then (paged back) the old one, nothing lost.
+    page.get_by_role("tab", name="Prompt view").click()
+    page.get_by_role("button", name="Next prompt (preview)").click()
+    entry = lambda message_id: page.locator(f'.prompt-view .entry[data-identifier="{message_id}"]')  # noqa: E731
+    expect(entry(owls)).to_have_count(1)
+    expect(entry(before[3]["id"])).to_have_count(0)
+    branches.get_by_role("button", name="Previous branch").click()
+    expect(page.locator(".msg")).to_have_count(4)
+    expect(first).to_contain_text("Tell me about cats")
+    expect(branches).to_contain_text("1 / 2")
+    expect(entry(before[3]["id"])).to_have_count(1)
+    expect(entry(owls)).to_have_count(0)
+    assert [m["id"] for m in _messages(app, ids["chat"])] == [m["id"] for m in before]
+    app.fake.script(Reply("About bats."))
+    _send(page, "And bats?")
+    expect(_reply(page)).to_contain_text("About bats.", timeout=TURN)
+    sent = [m["content"] for m in app.fake.last.messages]
+    assert sent == ["Tell me about cats", "About cats.", "And mice?", "About mice.", "And bats?"]
+    branches.get_by_role("button", name="Next branch").click()
+    expect(page.locator(".msg")).to_have_count(2)
+    expect(first).to_contain_text("Tell me about owls")
 
 
 def test_continue_a_partial_reply(page: Any, app: App) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from contextshift.service.transfer import export_document, parse_import
 from contextshift.storage import Database, Repositories
+from contextshift.storage.repositories.branches import branch_from, show_branch
 from contextshift.storage.repositories.transfer import add_chat_contents, chat_contents
 from contextshift.storage.tables import ChatRow
 
@@ -98,3 +99,33 @@ async def test_a_refused_import_rolls_back_and_leaves_no_chat(db: Database) -> N
 async def _count_chats(db: Database) -> int:
     async with db.session() as session:
         return len(await Repositories(session).chats.list_all(limit=500))
+
+
+async def test_a_branched_chat_imports_with_the_branch_shown_and_every_version_text(db: Database) -> None:
+    seeded = await seed_chat(db)
+    async with db.session() as session:
+        repos = Repositories(session)
+        rows = await repos.messages.append_many(
+            seeded.chat_id,
+            [
+                {"role": "user", "content": "Plan a trip"},
+                {"role": "assistant", "content": "To Rome?"},
+                {"role": "user", "content": "Yes"},
+            ],
+        )
+        await branch_from(repos.messages, seeded.chat_id, rows[0].id, "Plan a hike")
+    exported = await _document(db, seeded.chat_id)
+    assert [m["content"] for m in exported["messages"]] == ["Plan a hike"]
+    (imported,) = parse_import(json.dumps(exported))
+    other = await seed_chat(db)
+    async with db.session() as session:
+        chat = await Repositories(session).chats.create(bot_id=other.bot_id, title=imported.title)
+        await add_chat_contents(session, chat.id, imported.messages, imported.summaries)
+    again = await _document(db, chat.id)
+    [message] = again["messages"]
+    assert [v["content"] for v in message["alternatives"]] == ["Plan a trip", "Plan a hike"]
+    assert all("tail" not in v for v in message["alternatives"])  # the exported chat's rows stay there
+    async with db.session() as session:  # showing the other version is a plain version switch, nothing inserted
+        await show_branch(Repositories(session).messages, chat.id, message["id"], 0)
+    assert [m["content"] for m in (await _document(db, chat.id))["messages"]] == ["Plan a trip"]
+    assert [m["content"] for m in (await _document(db, seeded.chat_id))["messages"]] == ["Plan a hike"]

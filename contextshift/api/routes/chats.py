@@ -12,6 +12,7 @@ from ...service.errors import Refusal, ServiceError, not_found
 from ...service.titles import title_untitled
 from ...service.turns import between_turns
 from ...storage import row_to_message
+from ...storage.repositories.branches import branch_from, is_branch_point, show_branch
 from ...storage.repositories.search import search_chats as search_chats_in
 from .. import schemas as s
 from .. import views
@@ -119,9 +120,15 @@ async def get_chat(chat_id: str, principal: Caller, repos: Repos) -> dict[str, A
 
 @router.patch("/chats/{chat_id}", response_model=ChatEnvelope, responses=error_responses(404))
 async def patch_chat(chat_id: str, body: s.ChatPatch, principal: Caller, repos: Repos) -> dict[str, Any]:
-    """Rename a chat; a renamed chat keeps its title (the automatic title fills only an empty one)."""
+    """Rename a chat (a renamed chat keeps its title: the automatic title fills only an empty one), and/or choose
+    its own chat model (``model_id``; null: the bot's again). 404 ``MODEL_NOT_FOUND`` for no such model."""
     await _chat(repos, chat_id, principal)
-    row = await repos.chats.update(chat_id, {"title": body.title.strip()})
+    changes: dict[str, Any] = {}
+    if body.title is not None:
+        changes["title"] = body.title.strip()
+    if "model_id" in body.model_fields_set:
+        changes["model_id"] = body.model_id
+    row = await repos.chats.update(chat_id, changes)
     if row is None:
         raise not_found("chat", chat_id)
     return {"chat": views.chat(row)}
@@ -202,7 +209,41 @@ async def patch_message(
     if row is not None and body.content is not None:
         row = await repos.messages.edit_content(chat_id, message_id, body.content)
     if row is not None and body.alternative is not None:
-        row = await repos.messages.choose_alternative(chat_id, message_id, body.alternative)
+        if is_branch_point(row):
+            async with between_turns(repos, chat_id):  # the shown continuation changes: not under a turn
+                row = await show_branch(repos.messages, chat_id, message_id, body.alternative)
+        else:
+            row = await repos.messages.choose_alternative(chat_id, message_id, body.alternative)
+    if row is None:
+        raise not_found("message", message_id)
+    return {"message": views.message(row)}
+
+
+@router.post(
+    "/chats/{chat_id}/messages/{message_id}/branch",
+    response_model=MessageEnvelope,
+    responses=error_responses(404, 409),
+)
+async def branch_chat(
+    chat_id: str, message_id: str, body: s.MessageBranch, principal: Caller, repos: Repos
+) -> dict[str, Any]:
+    """Edit a user message into a new branch: ``content`` becomes its new version (shown and sent), and every
+    later message stays with the version it had, reachable by choosing that version again (PATCH
+    ``alternative``). Answer the new version with ``retry_of`` on a turn. 409 ``MESSAGE_NOT_EDITABLE`` for
+    replies, tool results and commands; 409 ``CHAT_BUSY`` while a turn runs in the chat."""
+    await _chat(repos, chat_id, principal)
+    async with between_turns(repos, chat_id):
+        current = await repos.messages.get(message_id, chat_id)
+        if current is None:
+            raise not_found("message", message_id)
+        if current.role != "user" or (current.meta or {}).get("command") or not isinstance(current.content, str):
+            raise ServiceError(
+                Refusal.CONFLICT,
+                "MESSAGE_NOT_EDITABLE",
+                "Only the text of your own messages can be edited (not replies, tool results or commands).",
+                message_id=message_id,
+            )
+        row = await branch_from(repos.messages, chat_id, message_id, body.content)
     if row is None:
         raise not_found("message", message_id)
     return {"message": views.message(row)}

@@ -9,12 +9,18 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from ..errors import NotFound
-from ..tables import CHAT_TYPES, BotRow, ChatRow
+from ..errors import InvalidValue, NotFound
+from ..tables import CHAT_TYPES, BotRow, ChatRow, ModelRow
 from ._common import Validator, apply_changes, choice, execute_rowcount, integer, text_value
+
+
+def _model_id(field: str, value: Any) -> str | None:
+    return None if value is None else text_value(field, value, required=True, max_length=32)
+
 
 _CHAT_FIELDS: dict[str, Validator] = {
     "title": partial(text_value, max_length=500),
+    "model_id": _model_id,
 }
 
 
@@ -67,10 +73,17 @@ class ChatRepository:
         return (await self.session.scalars(query)).all()
 
     async def update(self, chat_id: str, changes: Mapping[str, Any]) -> ChatRow | None:
-        """Set the given fields (``title``)."""
+        """Set the given fields (``title``; ``model_id``: a chat model of the chat's own, or null for the bot's)."""
         row = await self.get(chat_id)
         if row is None:
             return None
+        model_id = changes.get("model_id")
+        if model_id is not None:
+            model = await self.session.get(ModelRow, _model_id("model_id", model_id))
+            if model is None:
+                raise NotFound("model", model_id)
+            if model.type != "chat":
+                raise InvalidValue("model_id", f"model {model_id!r} is a {model.type} model, not a chat model")
         apply_changes(row, changes, _CHAT_FIELDS)
         await self.session.flush()
         return row

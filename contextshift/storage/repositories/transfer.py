@@ -80,6 +80,10 @@ async def chat_contents(session: AsyncSession, chat_id: str) -> tuple[list[dict[
     return messages, summaries
 
 
+def _without_tail(version: Any) -> Any:
+    return {k: v for k, v in version.items() if k != "tail"} if isinstance(version, dict) else version
+
+
 async def add_chat_contents(
     session: AsyncSession, chat_id: str, messages: Sequence[Mapping[str, Any]], summaries: Sequence[Mapping[str, Any]]
 ) -> list[MessageRow]:
@@ -113,7 +117,9 @@ async def add_chat_contents(
     await session.flush()
     changes: list[dict[str, Any]] = []
     for m, row in zip(messages, rows, strict=True):
-        versions = list(m["alternatives"]) if m.get("alternatives") else None
+        # A branch's parked continuation ("tail") holds rows of the exported chat (their ids and seqs): it is
+        # not brought in; the versions' own texts are (an imported chat shows the branch that was shown).
+        versions = [_without_tail(v) for v in m["alternatives"]] if m.get("alternatives") else None
         check_json("alternatives", versions)
         summary_ref = m.get("summary_ref")
         changes.append(

@@ -13,7 +13,7 @@ emoji, any script), after cutting it to its stem where a stemmer knows the scrip
   (no rights), the search still works, by a scan.
 
 Revision ID: 0022
-Revises: 0020
+Revises: 0021
 Create Date: 2026-12-06
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0022"
-down_revision: str | None = "0020"
+down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

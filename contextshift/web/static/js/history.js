@@ -17,6 +17,74 @@ function summaryCard(summary) {
   );
 }
 
+/** Where focus is inside the history, to put it back on the same control after a re-render. */
+function focusedControl(el) {
+  const active = document.activeElement;
+  if (!active || !el.contains(active)) return null;
+  const article = active.closest("article.msg");
+  if (active.dataset.action) {
+    if (active.dataset.run) return { selector: `[data-action="toggle-run"][data-run="${CSS.escape(active.dataset.run)}"]` };
+    if (article) return { id: article.dataset.messageId, action: active.dataset.action };
+  }
+  if (active.classList.contains("edit-text") && article) return { id: article.dataset.messageId, selector: ".edit-text" };
+  if (article) return { id: article.dataset.messageId };
+  return null;
+}
+
+/** Focus {id?, action?, selector?, fallback?}: a control of a message, the message, or the fallback element. */
+function focusIn(el, target) {
+  if (!target) return;
+  let found = null;
+  const scope = target.id ? document.getElementById(`msg-${target.id}`) : el;
+  if (scope && target.action) found = scope.querySelector(`[data-action="${target.action}"]`);
+  if (!found && scope && target.selector) found = scope.querySelector(target.selector);
+  if (!found && scope && target.id) found = scope;
+  if (!found && target.fallback) found = target.fallback;
+  found?.focus({ preventScroll: true });
+}
+
+/** The history's nodes: older-page button, summaries where they stand, folded runs, messages, the streaming reply. */
+function historyNodes(data, { expanded, stateOf, actions, loadOlder, runToggle }) {
+  const { messages, streaming } = data;
+  const { marks, boundary } = marksOf(data.preview, messages);
+  const runs = summarizedRuns(messages, marks);
+  const hidden = new Set();
+  const nodes = [];
+  if (data.hasMore) nodes.push(h("div.older", h("button.small", { type: "button", onclick: () => loadOlder() }, "Load older messages")));
+  if (!messages.length && !streaming)
+    nodes.push(
+      h(
+        "div.empty-chat",
+        h("p", "No messages yet. Say hello below."),
+        data.model ? null : h("p.muted", "This bot has no chat model: the meter and prompt preview work, but sending needs a model: choose one in the Model picker above, or set one in the bot's settings."),
+      ),
+    );
+  const summaryAt = new Map();
+  for (const summary of data.summaries) {
+    const first = messages.find((m) => (summary.covers || []).includes(m.id));
+    if (first) summaryAt.set(first.id, [...(summaryAt.get(first.id) || []), summary]);
+  }
+  for (const m of messages) {
+    for (const summary of summaryAt.get(m.id) || []) nodes.push(summaryCard(summary));
+    const run = runs.get(m.id);
+    if (run) {
+      const open = expanded.has(m.id);
+      nodes.push(runToggle(run, open));
+      if (!open) run.forEach((id) => hidden.add(id));
+    }
+    if (hidden.has(m.id) || m.id === streaming?.replaces) continue;
+    if (boundary === m.id)
+      nodes.push(h("div.boundary", { role: "separator", "aria-label": "Start of the next prompt" }, h("span", "▼ The next prompt would start here (preview)")));
+    nodes.push(messageEl(m, { mark: marks.get(m.id), kind: "preview", ui: stateOf(m.id), act: actions }));
+  }
+  if (streaming) {
+    if (streaming.user) nodes.push(messageEl(streaming.user, { mark: null, kind: "preview", ui: {}, act: actions }));
+    nodes.push(streaming.el);
+  }
+  if (data.notice) nodes.push(data.notice);
+  return nodes;
+}
+
 /**
  * The history component. el: its container; actions: what a message's buttons do (message.js); loadOlder: reads
  * the previous page. render(data) takes {messages, preview, summaries, hasMore, streaming, notice, model}.
@@ -53,85 +121,23 @@ export function chatHistory({ el, actions, loadOlder }) {
     );
   }
 
-  /** Where focus is inside the history, to put it back on the same control after a re-render. */
-  function focusedControl() {
-    const active = document.activeElement;
-    if (!active || !el.contains(active)) return null;
-    const article = active.closest("article.msg");
-    if (active.dataset.action) {
-      if (active.dataset.run) return { selector: `[data-action="toggle-run"][data-run="${CSS.escape(active.dataset.run)}"]` };
-      if (article) return { id: article.dataset.messageId, action: active.dataset.action };
-    }
-    if (active.classList.contains("edit-text") && article) return { id: article.dataset.messageId, selector: ".edit-text" };
-    if (article) return { id: article.dataset.messageId };
-    return null;
-  }
-
-  /** Focus {id?, action?, selector?, fallback?}: a control of a message, the message, or the fallback element. */
-  function focus(target) {
-    if (!target) return;
-    let found = null;
-    const scope = target.id ? document.getElementById(`msg-${target.id}`) : el;
-    if (scope && target.action) found = scope.querySelector(`[data-action="${target.action}"]`);
-    if (!found && scope && target.selector) found = scope.querySelector(target.selector);
-    if (!found && scope && target.id) found = scope;
-    if (!found && target.fallback) found = target.fallback;
-    found?.focus({ preventScroll: true });
-  }
-
   function render(next, { keepScroll = false, prepended = false } = {}) {
     data = next;
-    const target = focusAfter || focusedControl();
+    const target = focusAfter || focusedControl(el);
     focusAfter = null;
     const atBottom = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
     const previousHeight = el.scrollHeight;
     const previousTop = el.scrollTop;
-    const { messages, streaming } = data;
-    const { marks, boundary } = marksOf(data.preview, messages);
-    const runs = summarizedRuns(messages, marks);
-    const hidden = new Set();
-    const nodes = [];
-    if (data.hasMore) nodes.push(h("div.older", h("button.small", { type: "button", onclick: () => loadOlder() }, "Load older messages")));
-    if (!messages.length && !streaming)
-      nodes.push(
-        h(
-          "div.empty-chat",
-          h("p", "No messages yet. Say hello below."),
-          data.model ? null : h("p.muted", "This bot has no chat model: the meter and prompt preview work, but sending needs a model. Set one in the bot's settings."),
-        ),
-      );
-    const summaryAt = new Map();
-    for (const summary of data.summaries) {
-      const first = messages.find((m) => (summary.covers || []).includes(m.id));
-      if (first) summaryAt.set(first.id, [...(summaryAt.get(first.id) || []), summary]);
-    }
-    for (const m of messages) {
-      for (const summary of summaryAt.get(m.id) || []) nodes.push(summaryCard(summary));
-      const run = runs.get(m.id);
-      if (run) {
-        const open = expanded.has(m.id);
-        nodes.push(runToggle(run, open));
-        if (!open) run.forEach((id) => hidden.add(id));
-      }
-      if (hidden.has(m.id) || m.id === streaming?.replaces) continue;
-      if (boundary === m.id)
-        nodes.push(h("div.boundary", { role: "separator", "aria-label": "Start of the next prompt" }, h("span", "▼ The next prompt would start here (preview)")));
-      nodes.push(messageEl(m, { mark: marks.get(m.id), kind: "preview", ui: stateOf(m.id), act: actions }));
-    }
-    if (streaming) {
-      if (streaming.user) nodes.push(messageEl(streaming.user, { mark: null, kind: "preview", ui: {}, act: actions }));
-      nodes.push(streaming.el);
-    }
-    if (data.notice) nodes.push(data.notice);
+    const nodes = historyNodes(data, { expanded, stateOf, actions, loadOlder, runToggle });
     replace(el, nodes);
     if (keepScroll) el.scrollTop = previousTop + (prepended ? el.scrollHeight - previousHeight : 0);
     if (!keepScroll || atBottom) el.scrollTop = el.scrollHeight;
-    focus(target);
+    focusIn(el, target);
   }
 
   return {
     render,
-    focus,
+    focus: (target) => focusIn(el, target),
     /** Where focus goes after the next render. */
     focusNext: (target) => (focusAfter = target),
     /** A message's small state ({editing, confirm, draft}); forget(id) drops it. */

@@ -5,6 +5,8 @@
 import { badge, h, num, shorten } from "./dom.js";
 import { markdown } from "./markdown.js";
 import { errorWords, REASON_WORDS } from "./words.js";
+import { actionButton, editForm } from "./message_edit.js";
+import { versionSwitcher } from "./versions.js";
 
 export function roleName(m) {
   if (m.meta?.command && m.role === "assistant") return "contextshift";
@@ -118,58 +120,6 @@ function tokenFacts(m, mark) {
   return facts;
 }
 
-function actionButton(action, label, onclick, attrs = {}) {
-  return h("button.small", { type: "button", dataset: { action }, onclick, ...attrs }, label);
-}
-
-function editForm(m, ui, act) {
-  const input = h("textarea.edit-text", { rows: 4, "aria-label": "Edit the message", maxlength: 2000000 });
-  input.value = ui.draft ?? (typeof m.content === "string" ? m.content : "");
-  input.addEventListener("input", () => (ui.draft = input.value));
-  const regenerate = act.canRegenerateAfter(m);
-  const save = (again) => act.edit(m, input.value, again);
-  // An older message: "regenerate from here" deletes what came after it, so it asks first.
-  const later = regenerate || m.role !== "user" ? 0 : act.laterCount(m);
-  const confirmRewind = h(
-    "div.rewind-confirm",
-    { hidden: true, role: "group", "aria-label": "Confirm regenerating from here" },
-    h("span", `This deletes the ${later} later message${later === 1 ? "" : "s"}.`),
-    " ",
-    h("button.small.danger", { type: "button", dataset: { action: "confirm-rewind" }, onclick: () => act.editFrom(m, input.value) }, "Delete them and regenerate"),
-    " ",
-    actionButton("keep-later", "Keep them", () => {
-      confirmRewind.hidden = true;
-      rewind.focus();
-    }),
-  );
-  const rewind = later
-    ? actionButton("save-rewind", "Save and regenerate from here", () => {
-        confirmRewind.hidden = false;
-        confirmRewind.querySelector('[data-action="confirm-rewind"]').focus();
-      })
-    : null;
-  input.addEventListener("keydown", (event) => {
-    if (event.key === "Escape") {
-      event.preventDefault();
-      event.stopPropagation();
-      act.cancelEdit(m);
-    }
-  });
-  return h(
-    "form.edit-form",
-    { "aria-label": "Edit message", onsubmit: (event) => (event.preventDefault(), save(false)) },
-    input,
-    h(
-      "div.actions",
-      h("button.small.primary", { type: "submit", dataset: { action: "save-edit" } }, "Save"),
-      regenerate ? actionButton("save-regenerate", "Save and regenerate", () => save(true)) : null,
-      rewind,
-      actionButton("cancel-edit", "Cancel", () => act.cancelEdit(m)),
-    ),
-    later ? confirmRewind : null,
-  );
-}
-
 function actions(m, ui, act) {
   if (m.pending) return null;
   if (ui.confirm) {
@@ -183,18 +133,8 @@ function actions(m, ui, act) {
   const excluded = m.meta?.manualExcluded === true;
   const busy = act.busy();
   const list = [];
-  const alternatives = m.alternatives || 1;
-  if (alternatives > 1) {
-    list.push(
-      h(
-        "span.alternatives",
-        { role: "group", "aria-label": "Versions of this reply" },
-        actionButton("previous-alternative", "‹", () => act.choose(m, m.alternative - 1), { "aria-label": "Previous version", disabled: busy || m.alternative <= 0 }),
-        h("span.alternative-count", { "aria-live": "polite" }, `${m.alternative + 1} / ${alternatives}`),
-        actionButton("next-alternative", "›", () => act.choose(m, m.alternative + 1), { "aria-label": "Next version", disabled: busy || m.alternative >= alternatives - 1 }),
-      ),
-    );
-  }
+  const switcher = versionSwitcher(m, act, busy);
+  if (switcher) list.push(switcher);
   if (m.role === "user" && m.meta?.failed && act.isNewest(m)) list.push(actionButton("retry", "Retry", () => act.retry(m), { disabled: busy, class: "primary" }));
   if (m.role === "assistant" && !m.meta?.command && act.isNewest(m)) {
     if (m.meta?.partial && typeof m.content === "string" && !m.tool_calls?.length)
