@@ -10,7 +10,8 @@
    with a capital past the sentence's first word, or in capitals; when it has none, all its words but the
    values). "The gate code for warehouse NORTH is 5521" is superseded by "the gate code for warehouse NORTH
    changed to 8080", never by "the gate code for warehouse SOUTH is 7730". It counts a quarter, and never
-   comes back by the fill step or beside another turn.
+   comes back by the fill step or beside another turn. A question counts half, unless it brings its
+   answer (step 5): the two together hold what it asked.
 4. Coverage: groups are chosen greedily by marginal value: a sentence counts while it holds a rare word of
    the query (a name, a code) not covered yet, so a question about sixteen projects brings back a statement
    about each rather than every mention of the first.
@@ -18,8 +19,9 @@
    ranked by its words and by its whole text's meaning, the two rankings fused by reciprocal rank), all
    the room the share allows. A look-alike (the query's common words without any of
    its rare ones, when the history holds them) is left out. Each group chosen brings the turns that make
-   it readable: a question its answer (the next turn), a short turn (at most ``SHORT_TURN`` words) the turn
-   before it; for a question about time ("when", "how long", "what year" ...), the first ``DATED_HITS``
+   it readable: a turn that asks (any of its sentences ends with "?", as in "Congrats! How did the kids
+   take it? [shares a photo: ...]") its answer, the next turn; a short turn (at most ``SHORT_TURN`` words)
+   the turn before it; for a question about time ("when", "how long", "what year" ...), the first ``DATED_HITS``
    groups chosen bring the nearest earlier turn that carries a date ("[8 May 2023, 1:56 pm] ...").
 6. The kept groups that match compete in steps 4-5 like the excluded ones (a matching newest turn is held
    in place rather than displaced by a less relevant older one), but for the newest turn, which always
@@ -32,7 +34,7 @@
 
 The share of the room recall takes follows the evidence. The room is the budget less the protected context
 and the newest turn. A group comes back only while everything chosen, itself included, takes at most
-``share`` × min(1, its relevance ÷ ``STRONG``) of the room, where ``share`` is:
+``share`` of the room, where ``share`` is:
 
 * ``FOLLOW_UP_SHARE`` (0.25) when the input is a follow-up to the last turns: at most ``FOLLOW_UP_WORDS``
   words, opening with "yes", "no", "ok", "and", "then" ... or pointing back ("it", "that", "the second
@@ -43,9 +45,14 @@ and the newest turn. A group comes back only while everything chosen, itself inc
   may take 90% of the room (180 of 200 tokens; the newest turns keep 20 beside the newest turn itself);
   when the newest turns match four times better (2.0 against 8.0), 0.9 ÷ 4 = 22.5% (45 tokens).
 
-Within it, a group half as relevant as the best (0.5 = ``STRONG``) or more may use the whole share; one at
-0.3 only 0.3 ÷ 0.5 = 60% of it (108 of the 180 tokens above); nothing below ``MIN_RELEVANCE`` (0.2) comes
-back. When no excluded group shares a word with the input, the result is exactly ``truncate``'s.
+Within it, the groups come back most relevant first, each while the share allows: with 180 tokens of
+share, a group at 0.3 of the best comes back when the better ones left room for it. Weak matches are not
+given a smaller share (the newest turns that match compete for it like the excluded ones, so a weak match
+never displaces a stronger newest turn); only a discounted group (a superseded statement, a question without
+its answer) may use no more than its worth ÷ ``STRONG`` (0.5) of it: a superseded statement worth 0.25 only
+half (90 of 180 tokens), so it comes back only while the room is to spare. Nothing below ``MIN_RELEVANCE``
+(0.2) comes back. When no excluded group shares a word with the input, the result is exactly
+``truncate``'s.
 
 In the service, a chat with at most 1,000 messages before the recent window hands them all to the strategy
 (the prompt is the library's); past that the database's full-text index picks the candidate messages older
@@ -84,8 +91,8 @@ _OPENERS = frozenset(
 )
 #: Words that point back at the last turns.
 _POINTERS = frozenset(["it", "that", "this", "those", "these", "them", "one", "ones", "same"])
-#: A group at least this relevant (relative to the best) may take the whole share; a less relevant one
-#: only its relevance ÷ ``STRONG`` of it.
+#: A discounted group (a superseded statement, a question without its answer) may take only its worth ÷
+#: ``STRONG`` of the share: one worth a quarter of the best, half of it.
 STRONG = 0.5
 #: A turn of at most this many words is a short answer: it comes back with the turn before it.
 SHORT_TURN = 6
@@ -522,6 +529,16 @@ def _holds_rare(scores: _Scores, number: int) -> bool:
     return not scores.rare or any(t in scores.rare for matched in scores.term_scores[number] for t in matched)
 
 
+#: A question mark that ends a sentence: "... how was it? [shares a photo: ...]" asks something.
+_ASKS = re.compile(r"\?+(?=[\s\"')\]]|$)")
+
+
+def _asks(text: str) -> bool:
+    """Whether a turn asks something: one of its sentences ends with a question mark (not only its last:
+    "Congrats! How did the kids take it? [shares a photo: ...]" asks)."""
+    return _ASKS.search(text) is not None
+
+
 @lru_cache(maxsize=1 << 14)
 def _dated(text: str) -> bool:
     return _DATE.search(text) is not None
@@ -539,17 +556,17 @@ def _choose(
     query (few sentences hold it) not covered yet, or covered only without a query word this sentence
     holds (a look-alike "parking code for Falcon" does not cover Falcon's vault code). So a question about
     sixteen projects brings back one statement about each rather than every mention of the first. A
-    superseded statement and a question count less.
+    superseded statement and a question without its answer count less.
 
     Then, fill: the other matching groups, most relevant first (by words and meaning fused, with an
-    embedder), while the share allows. Each group chosen brings its neighbour when it is a question (the
-    next turn: its answer) or a short turn (the one before: what it answers); for a question about time,
+    embedder), while the share allows. Each group chosen brings its neighbour when it asks (the next turn:
+    its answer) or is a short turn (the one before: what it answers); for a question about time,
     the first ``DATED_HITS`` groups chosen bring the nearest earlier turn that carries a date.
 
     A group comes back only while everything recalled, itself included, takes at most the share (see
-    :func:`recall_share`) × its relevance (over ``STRONG``, at most 1) of the room. A group with long tool
-    results is chosen at its excerpt's cost; once all are chosen, excerpted groups come back whole
-    instead, most useful first, while the share allows.
+    :func:`recall_share`) of the room (a discounted group: × its worth over ``STRONG``, at most 1). A
+    group with long tool results is chosen at its excerpt's cost; once all are chosen, excerpted groups
+    come back whole instead, most useful first, while the share allows.
 
     With an embedder, the ``SEMANTIC_TOP`` excluded groups most similar in meaning to the input (above
     ``SEMANTIC_FLOOR``) are candidates in the coverage step too, worth ``SEMANTIC_WEIGHT`` × their
@@ -577,13 +594,24 @@ def _choose(
     excluded.sort(key=lambda n: (-relevance[n], -firsts[n]))
     excluded = excluded[:MAX_CANDIDATES]
     factors: dict[int, float] = {}
+    groups = prompt.groups
+
+    def plain(n: int) -> bool:
+        """Whether group ``n`` is an excluded single message that is not a tool call or result, nor a
+        superseded statement (it may come beside a recalled one)."""
+        if n < 0 or n >= len(groups) or groups[n].protected or firsts[n] not in gone or len(groups[n].members) > 1:
+            return False
+        message = prompt.messages[groups[n].first]
+        return message.role in ("user", "assistant") and not message.tool_calls and not scores.superseded(n, firsts)
 
     def factor(n: int) -> float:
-        """What a group's worth is multiplied by: less for a superseded statement and for a question."""
+        """What a group's worth is multiplied by: less for a superseded statement, and for a question that
+        cannot bring its answer (the next turn) with it."""
         known = factors.get(n)
         if known is None:
+            question = n in scores.questions and not (plain(n) and plain(n + 1))
             known = factors[n] = (SUPERSEDED_FACTOR if scores.superseded(n, firsts) else 1.0) * (
-                QUESTION_FACTOR if n in scores.questions else 1.0
+                QUESTION_FACTOR if question else 1.0
             )
         return known
 
@@ -625,7 +653,6 @@ def _choose(
         by_words = best_sentence(n)[0] / scores.best if scores.best > 0 else 0.0
         return factor(n) * max(by_words, meaning.get(n, 0.0))
 
-    groups = prompt.groups
     group_costs = prompt.group_costs
     protected = sum(group_costs[n] for n, g in enumerate(groups) if g.protected)
     room = budget - prompt.fixed - protected - (group_costs[newest] if newest is not None else 0)
@@ -638,16 +665,7 @@ def _choose(
     used = 0
     excerpts: dict[int, list[Message]] = {}
     whole: dict[int, int] = {}  # what coming back whole adds to an excerpted group
-    least = 1.0
     dated = 0
-
-    def plain(n: int) -> bool:
-        """Whether group ``n`` is an excluded single message that is not a tool call or result, nor a
-        superseded statement (it may come beside a recalled one)."""
-        if n < 0 or n >= len(groups) or groups[n].protected or firsts[n] not in gone or len(groups[n].members) > 1:
-            return False
-        message = prompt.messages[groups[n].first]
-        return message.role in ("user", "assistant") and not message.tool_calls and not scores.superseded(n, firsts)
 
     def companions(n: int) -> list[int]:
         """The neighbour and the dated turn a chosen group brings (not chosen yet)."""
@@ -655,7 +673,7 @@ def _choose(
         out: list[int] = []
         if plain(n):
             text = prompt.messages[groups[n].first].text.rstrip()
-            if text.endswith("?") and plain(n + 1):
+            if _asks(text) and plain(n + 1):
                 out.append(n + 1)
             elif len(_RAW_WORD.findall(text)) <= SHORT_TURN and plain(n - 1):
                 out.append(n - 1)
@@ -668,16 +686,19 @@ def _choose(
                     break
         return [m for m in out if m not in taken]
 
-    def take(number: int, own: float, cost: int) -> bool:
-        """Choose ``number`` (at ``cost``) and what it brings, if the share allows; whether it was."""
-        nonlocal used, least
-        limit = room * share * min(1.0, own / STRONG)
+    def take(number: int, cost: int) -> bool:
+        """Choose ``number`` (at ``cost``) and what it brings, if the share allows; whether it was. A
+        discounted group (a superseded statement, a question without its answer) may use only its worth ÷
+        ``STRONG`` of the share: it comes back only while the room is to spare."""
+        nonlocal used
+        limit = room * share
+        if factor(number) < 1.0:
+            limit *= min(1.0, factor(number) * relevance[number] / STRONG)
         if used + cost > limit:
             return False
         chosen.append(number)
         taken.add(number)
         used += cost
-        least = min(least, own)
         for m in companions(number):
             if used + group_costs[m] <= limit:
                 chosen.append(m)
@@ -709,7 +730,7 @@ def _choose(
             cheap = sum(Prompt(copies, prompt.counter, prompt.per_message_overhead).costs)
             if cheap < cost:
                 excerpts[number], whole[number] = copies, cost - cheap
-        if not take(number, factor(number) * relevance[number], min(cost, cheap)):
+        if not take(number, min(cost, cheap)):
             excerpts.pop(number, None)
             continue
         sentence = best_sentence(number)[1]
@@ -724,9 +745,9 @@ def _choose(
         if used >= room * share:
             break
         if number not in taken and not any(prompt.messages[p].role == "tool" for p in groups[number].members):
-            take(number, fill[number], group_costs[number])
+            take(number, group_costs[number])
     for number in [n for n in chosen if n in excerpts]:
-        if used + whole[number] <= room * share * min(1.0, least / STRONG):
+        if used + whole[number] <= room * share:
             used += whole[number]
             del excerpts[number]
     return chosen, {n: excerpts[n] for n in chosen if n in excerpts}
