@@ -14,6 +14,7 @@ from ...service.turns import between_turns
 from ...storage import row_to_message
 from ...storage.repositories.branches import branch_from, is_branch_point, show_branch
 from ...storage.repositories.search import search_chats as search_chats_in
+from ...storage.repositories.window import count_before
 from .. import schemas as s
 from .. import views
 from ..auth import Caller, Principal
@@ -26,8 +27,15 @@ from ..ownership import own_bot, own_chat
 router = APIRouter(tags=["chats"], responses=error_responses(400, 422, 500))
 
 
+class PagedMessageOut(s.MessageOut):
+    position: int = Field(
+        description="Its place among the chat's shown messages, from 1 with no gaps (seqs are never reused, so "
+        "they have gaps after a rewind, a delete or a branch): the number the web UI shows"
+    )
+
+
 class MessagePageOut(BaseModel):
-    messages: list[s.MessageOut]
+    messages: list[PagedMessageOut]
     has_more: bool
 
 
@@ -167,10 +175,14 @@ async def list_messages(
     before_seq: Annotated[int | None, Query(ge=0, le=2**62)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 200,
 ) -> dict[str, Any]:
-    """The newest ``limit`` messages before ``before_seq``, oldest first; ``has_more`` when older ones exist."""
+    """The newest ``limit`` messages before ``before_seq``, oldest first; ``has_more`` when older ones exist.
+    Each has its ``position`` among the chat's messages (1, 2, 3… with no gaps)."""
     await _chat(repos, chat_id, principal)
     page = await repos.messages.list_page(chat_id, before_seq=before_seq, limit=limit)
-    return {"messages": [views.message(r) for r in reversed(page.rows)], "has_more": page.has_more}
+    rows = list(reversed(page.rows))
+    older = await count_before(repos.messages.session, chat_id, rows[0].seq) if page.has_more else 0
+    messages = [PagedMessageOut(**dict(views.message(r)), position=older + n) for n, r in enumerate(rows, 1)]
+    return {"messages": messages, "has_more": page.has_more}
 
 
 @router.patch(

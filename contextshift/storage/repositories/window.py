@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import or_, select, true
+from sqlalchemy import func, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ...core.messages import Message
@@ -53,6 +53,14 @@ class RecentWindow:
     def messages(self) -> list[Message]:
         """The rows as core messages (id = row id, source ``history``)."""
         return [row_to_message(r) for r in self.rows]
+
+
+async def count_before(session: AsyncSession, chat_id: str, seq: int) -> int:
+    """How many of the chat's shown messages are older than ``seq`` (one count over the chat's
+    ``(chat_id, seq)`` index): a page's first position is this plus one. Parked branch messages are not rows
+    of the chat, so they are not counted; pinned and summarized ones are."""
+    query = select(func.count()).select_from(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.seq < seq)
+    return int((await session.execute(query)).scalar_one())
 
 
 async def token_counts(
