@@ -232,7 +232,7 @@ function entryItem(entry, ctx) {
       message
         ? h(
             "button.link.small.show-in-chat",
-            { type: "button", "aria-label": `Show message ${message.seq} in the chat`, onclick: () => ctx.focusMessage(entry.identifier) },
+            { type: "button", "aria-label": `Show message ${message.position} in the chat`, onclick: () => ctx.focusMessage(entry.identifier) },
             "show",
           )
         : null,
@@ -253,7 +253,7 @@ function entryItem(entry, ctx) {
               h(
                 "li",
                 ctx.messageById?.(id)
-                  ? h("button.link", { type: "button", onclick: () => ctx.focusMessage(id) }, `#${ctx.messageById(id).seq}`)
+                  ? h("button.link", { type: "button", onclick: () => ctx.focusMessage(id) }, `#${ctx.messageById(id).position}`)
                   : h("code", id.slice(0, 8)),
               ),
             ),

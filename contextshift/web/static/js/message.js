@@ -192,14 +192,20 @@ export function messageEl(m, { mark, kind, ui, act }) {
       class: classes.join(" "),
       id: `msg-${m.id}`,
       tabindex: -1,
-      dataset: { messageId: m.id, seq: m.seq ?? "", state: state || "", reason: state === "summarized" ? "summarized" : mark?.reason || "" },
-      "aria-label": `${roleName(m)}, message ${m.seq ?? ""}${heard ? `, ${heard}` : ""}`,
+      dataset: {
+        messageId: m.id,
+        seq: m.seq ?? "",
+        position: m.position ?? "",
+        state: state || "",
+        reason: state === "summarized" ? "summarized" : mark?.reason || "",
+      },
+      "aria-label": `${roleName(m)}, message ${m.position ?? ""}${heard ? `, ${heard}` : ""}`,
     },
     h(
       "header.msg-head",
       h("span.role", roleName(m)),
       m.name ? h("span.muted", ` ${m.name}`) : null,
-      m.seq != null ? h("span.seq", `#${m.seq}`) : null,
+      m.position != null ? h("span.seq", `#${m.position}`) : null, // its place in the chat (seqs have gaps)
       tokenFacts(m, mark),
       badges(m, mark, kind),
     ),
