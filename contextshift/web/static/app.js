@@ -211,7 +211,7 @@ function searchResults() {
             },
           },
           h("span.chat-title", chatTitle(chat)),
-          h("span.chat-sub", message ? h("span.search-excerpt", `#${message.seq}: ${message.excerpt}`) : "title matches"),
+          h("span.chat-sub", message ? h("span.search-excerpt", message.excerpt) : "title matches"),
         ),
       ),
     ),
