@@ -48,6 +48,17 @@ async def _kill_when_stored(
     return seen
 
 
+async def _audit_interrupted(http: httpx.AsyncClient, chat_id: str) -> None:
+    """The killed turn's audit is closed by the restarted server as interrupted."""
+
+    async def closed() -> dict[str, Any] | None:
+        audit = (await http.get(f"/api/v2/chats/{chat_id}/context-audit")).json()["audit"]
+        return audit if audit["status"] != "prepared" else None
+
+    audit = await _until(closed)
+    assert (audit["status"], audit["error_code"]) == ("failed", "GENERATION_INTERRUPTED")
+
+
 def _interrupted(message: dict[str, Any]) -> tuple[Any, Any, Any]:
     meta = message["meta"]
     return meta.get("partial"), meta.get("partial_reason"), meta.get("finish_reason")
@@ -65,6 +76,7 @@ async def test_a_kill_mid_regenerate_keeps_the_new_version_marked_interrupted_an
 
     served.start()
     async with served.client() as http:
+        await _audit_interrupted(http, chat_id)
         question, reply = await _messages(http, chat_id)
         assert (question["content"], reply["id"], reply["content"]) == ("Name a colour", reply_id, "Green, I ")
         assert (reply["alternatives"], reply["alternative"]) == (2, 1)  # the version switcher shows it
@@ -94,6 +106,7 @@ async def test_a_kill_mid_continue_keeps_the_original_text_and_the_extension_mar
 
     served.start()
     async with served.client() as http:
+        await _audit_interrupted(http, chat_id)
         question, reply = await _messages(http, chat_id)
         assert (reply["id"], reply["content"]) == (reply_id, "First answer. And blue, ")
         assert (reply["alternatives"], reply["alternative"]) == (1, 0)
