@@ -6,7 +6,9 @@ row is brought up to date at least every :data:`CHECKPOINT_SECONDS`, or as soon 
 more characters came. The writes run in a task of their own and never hold up the stream; that task is never cancelled
 (:meth:`Checkpoints.close` lets a write under way finish). When the turn ends,
 its outcome (the whole reply, or the partial one with its real reason) replaces the row
-(:meth:`Checkpoints.row_id` says which).
+(:meth:`Checkpoints.row_id` says which). What "the row" is belongs to the writer
+(:meth:`.turn_records.TurnRecords.checkpoints`): a new assistant message for an ordinary turn, the new version of
+the reply for a regenerate, the reply's original text followed by what came for a continue.
 
 A write that finds the chat gone stops the turn (:attr:`Checkpoints.gone`); any other failed write is logged
 and tried again with the next text.

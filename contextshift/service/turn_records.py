@@ -14,7 +14,7 @@ from ..pipeline import PipelineResult
 from ..providers import ChatResult, ProviderError
 from ..storage import Database, Repositories
 from ..storage.tables import MessageRow
-from .checkpoints import Checkpoints
+from .checkpoints import Checkpoints, Write
 from .history import is_command, is_failed_input
 from .replies import (
     CUT,
@@ -41,6 +41,9 @@ class Running:
     redo: Redo | None = None
     #: The streamed reply's stored copy while it streams (N5: a crash keeps it), replaced by the outcome.
     checkpoints: Checkpoints | None = None
+    #: A redo's stored copy: the index of the reply's version it writes, and (continue) the text it extends.
+    version: int | None = None
+    original: str | None = None
 
 
 class TurnRecords:
@@ -65,14 +68,18 @@ class TurnRecords:
     ) -> MessageRow:
         """Store a turn's reply: a new message, or a new version of the reply it regenerates, or the rest of
         the reply it continues."""
-        redo = self.redo(generation_id)
-        row: MessageRow | None
         running = self.running.get(generation_id)
-        if running is not None and running.checkpoints is not None and running.checkpoints.row_id is not None:
-            await repos.messages.delete(chat_id, running.checkpoints.row_id)  # the outcome takes its place
+        redo = running.redo if running is not None else None
+        copy_id = running.checkpoints.row_id if running is not None and running.checkpoints is not None else None
+        row: MessageRow | None
         if redo is None:
+            if copy_id is not None:
+                await repos.messages.delete(chat_id, copy_id)  # the outcome takes the stored copy's place
             return await repos.messages.append(chat_id, message)
-        if redo.action == "regenerate":
+        if copy_id is not None and running is not None:  # the version the stored copy wrote becomes the outcome
+            put = await self._put_redo(repos, chat_id, redo, running.version, running.original, message)
+            row = put[0] if put is not None else None
+        elif redo.action == "regenerate":
             row = await repos.messages.add_alternative(chat_id, redo.message_id, message)
         else:
             row = await repos.messages.extend_reply(chat_id, redo.message_id, message["content"], message["meta"])
@@ -140,11 +147,29 @@ class TurnRecords:
 
         return await persist(self.db, write, what="a partial reply")
 
+    @staticmethod
+    async def _put_redo(
+        repos: Repositories,
+        chat_id: str,
+        redo: Redo,
+        version: int | None,
+        original: str | None,
+        message: dict[str, Any],
+    ) -> tuple[MessageRow, int] | None:
+        """A redo's reply (or its stored copy) written as the version the turn writes (a new one on the first
+        write of a regenerate); a continue's text goes after the reply's ``original`` text."""
+        if redo.action == "continue":
+            message = {**message, "content": (original or "") + message["content"], "tool_calls": None}
+        return await repos.messages.put_version(chat_id, redo.message_id, version, message)
+
     def checkpoints(self, chat_id: str, generation_id: str, result: PipelineResult) -> Checkpoints | None:
-        """N5: the stored copy of a new reply while it streams (a redo changes a stored reply: not copied)."""
+        """N5: the stored copy of a reply while it streams: a new message, or the version a redo writes."""
         running = self.running.get(generation_id)
-        if running is None or running.redo is not None:
+        if running is None:
             return None
+        if running.redo is not None:
+            running.checkpoints = Checkpoints(self._redo_write(chat_id, generation_id, running, running.redo, result))
+            return running.checkpoints
         input_id = running.input_id
 
         async def write(text: str, row_id: str | None) -> str | None:
@@ -160,6 +185,33 @@ class TurnRecords:
 
         running.checkpoints = Checkpoints(write)
         return running.checkpoints
+
+    def _redo_write(
+        self, chat_id: str, generation_id: str, running: Running, redo: Redo, result: PipelineResult
+    ) -> Write:
+        """The stored copy of a regenerate (a new version of the reply, shown) or a continue (the reply's
+        original text and what came so far), marked ``interrupted`` until the turn's outcome replaces it."""
+        meta = reply_meta(generation_id, running.input_id, INTERRUPTED, None, result)
+
+        async def write(text: str, row_id: str | None) -> str | None:
+            async with self.db.session() as session:
+                repos = Repositories(session)
+                row = await repos.messages.get(redo.message_id, chat_id)
+                if row is None:
+                    if await repos.chats.get(chat_id) is None:
+                        return None
+                    raise LookupError("the reply being redone is gone")  # logged; the outcome is kept as new
+                version, original = running.version, running.original
+                if redo.action == "continue" and original is None:  # the first write: the reply as it was
+                    original = row.content if isinstance(row.content, str) else ""
+                    version = row.alternative or 0
+                copy = partial_message(meta, text, INTERRUPTED, None)
+                put = await self._put_redo(repos, chat_id, redo, version, original, copy)
+                assert put is not None
+            running.version, running.original = put[1], original  # once committed
+            return put[0].id
+
+        return write
 
     async def stop_checkpoints(self, generation_id: str) -> None:
         running = self.running.get(generation_id)

@@ -83,6 +83,41 @@ async def test_a_partial_reply_continued_to_its_end_is_whole_again(service: Serv
     assert "partial" not in done["message"]["meta"] and "error_code" not in done["message"]["meta"]
 
 
+async def _streamed(service: Service, chat_id: str, body: dict[str, Any]) -> None:
+    response = await service.http.post(f"/api/v2/chats/{chat_id}/generate", json={**body, "stream": True})
+    assert response.status_code == 200, response.text
+
+
+async def test_a_streamed_regenerate_ends_as_one_new_version_whatever_was_stored_while_it_streamed(
+    service: Service,
+) -> None:
+    ids, _question, answer = await _answered(service)
+    # Slow chunks: the stored copy (N5) is written while it streams, and the outcome takes its version's place.
+    service.fake.script(Reply("Green, I think.", chunks=["Green, ", "I ", "think."], chunk_delay=0.2))
+    await _streamed(service, ids["chat"], {"regenerate_of": answer["id"]})
+    [_, reply] = await _messages(service, ids["chat"])
+    assert (reply["content"], reply["alternatives"], reply["alternative"]) == ("Green, I think.", 2, 1)
+    assert "partial" not in reply["meta"] and reply["meta"]["finish_reason"] == "stop"
+    path = f"/api/v2/chats/{ids['chat']}/messages/{answer['id']}"
+    first = (await service.http.patch(path, json={"alternative": 0})).json()["message"]
+    assert first["content"] == "First answer."
+
+
+async def test_a_streamed_continue_adds_its_text_once_and_a_cut_one_keeps_the_original(service: Service) -> None:
+    ids, _question, answer = await _answered(service)
+    service.fake.script(Reply(" And blue, too.", chunks=[" And ", "blue, ", "too."], chunk_delay=0.2))
+    await _streamed(service, ids["chat"], {"continue_of": answer["id"]})
+    [_, reply] = await _messages(service, ids["chat"])
+    assert (reply["content"], reply["alternatives"]) == ("First answer. And blue, too.", 1)
+    assert "partial" not in reply["meta"]
+
+    service.fake.script(Reply(" Red.", chunks=[" Red", " and", " more"], chunk_delay=0.2, abort_after=2))
+    await _streamed(service, ids["chat"], {"continue_of": answer["id"]})
+    [_, cut] = await _messages(service, ids["chat"])
+    assert cut["content"] == "First answer. And blue, too. Red and"
+    assert (cut["meta"]["partial"], cut["meta"]["partial_reason"]) == (True, "provider_error")
+
+
 @pytest.mark.parametrize("action", ["regenerate_of", "continue_of"])
 async def test_only_the_newest_reply_can_be_redone(service: Service, action: str) -> None:
     ids, question, answer = await _answered(service)

@@ -305,6 +305,41 @@ class MessageRepository:
         await self._changed(chat_id, message_id)
         return row
 
+    async def put_version(
+        self, chat_id: str, message_id: str, index: int | None, version: Mapping[str, Any]
+    ) -> tuple[MessageRow, int] | None:
+        """Write version ``index`` of a reply (``content``, ``tool_calls``, ``meta``) in place and show it, or add
+        it as a new last version when ``index`` is None: a streaming regenerate or continue kept up to date while
+        it streams (N5). The user's own keys of ``meta`` stay; a reply with one version keeps ``alternatives``
+        empty. The row and the version's index, or None when there is no such message."""
+        row = await self.get(message_id, chat_id)
+        if row is None:
+            return None
+        new = {
+            "content": version.get("content", ""),
+            "tool_calls": version.get("tool_calls"),
+            "meta": dict(version.get("meta") or {}),
+        }
+        check_json("alternative", new)
+        versions = list(row.alternatives or [_version_of(row)])
+        if index is None:
+            versions.append(new)
+            index = len(versions) - 1
+        else:
+            index = integer("alternative", index)
+            if not 0 <= index < len(versions):
+                raise InvalidValue("alternative", f"must be from 0 to {len(versions) - 1}")
+            versions[index] = new
+        if len(versions) == 1 and not row.alternatives:
+            own = {k: v for k, v in (row.meta or {}).items() if k not in REPLY_KEYS}
+            row.content = new["content"]
+            row.tool_calls = new["tool_calls"] or None
+            row.meta = {**own, **new["meta"]}
+        else:
+            self._show(row, versions, index)
+        await self._changed(chat_id, message_id)
+        return row, index
+
     @staticmethod
     def _show(row: MessageRow, versions: list[dict[str, Any]], index: int) -> None:
         shown = versions[index]
