@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ from fastapi import APIRouter, Depends, FastAPI
 
 from .. import __version__
 from ..embeddings import NONE, load_embedder
-from ..jobs import make_runner
+from ..jobs import JobRunner, make_runner
 from ..providers import make_client
 from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
 from ..service.compaction import Compactor
@@ -110,12 +111,79 @@ def create_app(
     options = dict(client_options or {})
     limit = max_body_bytes if max_body_bytes is not None else settings.max_body_bytes or DEFAULT_MAX_BODY_BYTES
     session_lifetime()  # a wrong CONTEXTSHIFT_SESSION_DAYS stops the start (Settings checked it too)
-    wait = settings.compaction_wait_seconds
-    compactor = Compactor(db, client_factory=client_factory, client_options=options, sync_wait=wait)
-    runner = make_runner(db, compactor, run_jobs=run_jobs)
     hours = settings.proxy_audit_hours
     ttl = proxy_audit_ttl if proxy_audit_ttl is not None else timedelta(hours=hours) if hours is not None else None
-    proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=ttl)
+    services = _Services.build(
+        db, settings, client_factory=client_factory, options=options, audit_ttl=ttl, run_jobs=run_jobs
+    )
+    app = FastAPI(
+        title="contextshift",
+        version=__version__,
+        description="Keeps long LLM conversations inside a model's context window without losing what matters.",
+        lifespan=_lifespan(services, token, on_started, run_jobs=run_jobs),
+    )
+    app.state.db = db
+    app.state.settings = settings
+    app.state.compactor = services.compactor
+    app.state.jobs = services.runner
+    app.state.generations = services.generations
+    app.state.proxy = services.proxy
+    app.state.login_limiter = LoginLimiter(
+        login_limit or settings.login_limit or DEFAULT_LIMIT,
+        settings.login_limit_storage or DEFAULT_STORAGE,
+    )
+    install_error_handlers(app)
+    _add_middleware(
+        app, csrf_secret=derived_secret(key, "csrf"), max_body_bytes=limit, hosts=hosts, bound_host=bound_host
+    )
+    browser.quiet_tokens_in_access_log()
+    routers = _include_routers(app)
+    install_health(app)  # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)
+    _document_refusals(app, routers)
+    mount_web(app)
+    return app
+
+
+@dataclass(frozen=True, slots=True)
+class _Services:
+    """The services the routes reach through ``app.state``, on one database and one provider client factory."""
+
+    db: Database
+    compactor: Compactor
+    runner: JobRunner
+    proxy: ProxyService
+    generations: Generations
+    #: The client options every service was given (each has its own copy to hold the shared HTTP client).
+    options: dict[str, Any]
+
+    @classmethod
+    def build(
+        cls,
+        db: Database,
+        settings: Settings,
+        *,
+        client_factory: ClientFactory,
+        options: dict[str, Any],
+        audit_ttl: timedelta | None,
+        run_jobs: bool,
+    ) -> _Services:
+        wait = settings.compaction_wait_seconds
+        compactor = Compactor(db, client_factory=client_factory, client_options=options, sync_wait=wait)
+        runner = make_runner(db, compactor, run_jobs=run_jobs)
+        proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=audit_ttl)
+        generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
+        return cls(db, compactor, runner, proxy, generations, options)
+
+    def option_holders(self) -> tuple[MutableMapping[str, Any], ...]:
+        """The client options each provider-calling service reads at every call."""
+        return (self.generations.client_options, self.compactor.client_options, self.proxy.client_options)
+
+
+def _lifespan(
+    services: _Services, token: str | None, on_started: Callable[[Bootstrap], None] | None, *, run_jobs: bool
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """Start-up (the database, the first admin, one shared HTTP client, the job runner) and the clean stop."""
+    db = services.db
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -127,53 +195,43 @@ def create_app(
         if on_started is not None:
             on_started(started)
         # One HTTP connection pool for every provider call (no TLS set-up per turn) unless the caller gave one.
-        shared = None if "http_client" in options else httpx.AsyncClient()
+        shared = None if "http_client" in services.options else httpx.AsyncClient()
         if shared is not None:
-            for holder in (app.state.generations.client_options, compactor.client_options, proxy.client_options):
+            for holder in services.option_holders():
                 holder["http_client"] = shared
-        await runner.start()  # with run_jobs, picks up the background work a restart left queued
+        await services.runner.start()  # with run_jobs, picks up the background work a restart left queued
         try:
             yield
         finally:
-            await app.state.generations.settle()  # after-turn checks may still queue a pass
-            await proxy.settle()  # the endpoint's calls whose end is still being written
-            await runner.stop()
+            await services.generations.settle()  # after-turn checks may still queue a pass
+            await services.proxy.settle()  # the endpoint's calls whose end is still being written
+            await services.runner.stop()
             if shared is not None:
-                for holder in (app.state.generations.client_options, compactor.client_options, proxy.client_options):
+                for holder in services.option_holders():
                     holder.pop("http_client", None)
                 await shared.aclose()
             await db.close()
 
-    app = FastAPI(
-        title="contextshift",
-        version=__version__,
-        description="Keeps long LLM conversations inside a model's context window without losing what matters.",
-        lifespan=lifespan,
-    )
-    app.state.db = db
-    app.state.settings = settings
-    app.state.compactor = compactor
-    app.state.jobs = runner
-    app.state.generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
-    app.state.proxy = proxy
-    app.state.login_limiter = LoginLimiter(
-        login_limit or settings.login_limit or DEFAULT_LIMIT,
-        settings.login_limit_storage or DEFAULT_STORAGE,
-    )
-    install_error_handlers(app)
-    # Outermost last: /v1's error shapes, Host/Origin/body type and the security headers, the body limit, the
-    # token login (/?token=), the CSRF check of cookie-authenticated changes, who is calling, then the shape and
-    # text of a signed-in caller's JSON body.
+    return lifespan
+
+
+def _add_middleware(
+    app: FastAPI, *, csrf_secret: str, max_body_bytes: int, hosts: list[str], bound_host: str | None
+) -> None:
+    """Outermost last: /v1's error shapes, Host/Origin/body type and the security headers, the body limit, the
+    token login (/?token=), the CSRF check of cookie-authenticated changes, who is calling, then the shape and
+    text of a signed-in caller's JSON body."""
     app.add_middleware(BodyChecks)  # N6, on the bodies of signed-in callers only
     app.add_middleware(AuthMiddleware)
-    app.add_middleware(CsrfGuard, **csrf_options(derived_secret(key, "csrf")))
+    app.add_middleware(CsrfGuard, **csrf_options(csrf_secret))
     app.add_middleware(TokenLogin)
-    app.add_middleware(RequestLimits, max_body_bytes=limit)  # nothing behind it runs for an oversized body
+    app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes)  # nothing behind it runs for an oversized body
     app.add_middleware(RequestGuard, extra_hosts=hosts, bound_host=bound_host)
     app.add_middleware(CompatErrors)  # /v1's refusals, wherever decided, in the shape its SDKs read
-    browser.quiet_tokens_in_access_log()
-    # what every operation can answer before its route runs is added to the document by add_refusals, which
-    # reads the routes of these routers (under their prefix)
+
+
+def _include_routers(app: FastAPI) -> list[tuple[str, APIRouter]]:
+    """Include every router (those under ``/api/v2`` behind a signed-in caller); the routers with their prefix."""
     routers = [(API_PREFIX, module.router) for module in API_MODULES]
     routers += [("", openai_compat.router), ("", anthropic_compat.router), ("", browser.router)]
     api = APIRouter(dependencies=API_DEPENDENCIES)
@@ -183,9 +241,12 @@ def create_app(
     app.include_router(openai_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(anthropic_compat.router, dependencies=API_DEPENDENCIES)
     app.include_router(browser.router)
+    return routers
 
-    install_health(app)  # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)
 
+def _document_refusals(app: FastAPI, routers: list[tuple[str, APIRouter]]) -> None:
+    """What every operation can answer before its route runs is added to the OpenAPI document by
+    ``add_refusals``, which reads the routes of ``routers`` (under their prefix) and the app's own (/healthz)."""
     plain_openapi = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -197,5 +258,3 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    mount_web(app)
-    return app

@@ -302,6 +302,20 @@ def fit(
         TokenBudgetExceeded: what must stay (system prompt, pinned messages, current input) does not fit.
         TypeError: the counter returned something that is not a count.
     """
+    shift = _shifter(entries, options)
+    if counter is None:
+        profile = model if isinstance(model, TokenizerProfile) else get_tokenizer(model)
+        result = shift(profile, options.max_tokens)
+        return assemble(items, entries, result, bridge), result
+    return _fit_counted(items, entries, options, bridge, shift, counter)
+
+
+#: One shift of a fit's entries: by a counting profile, into a budget.
+_Shift = Callable[[Any, int], ShiftResult]
+
+
+def _shifter(entries: Sequence[Entry], options: FitOptions) -> _Shift:
+    """How a fit shifts its entries: ``shift_context`` for a plain ``truncate``, else ``shift_with_strategy``."""
     from ..core.host import shift_with_strategy
 
     messages = [entry.message for entry in entries]
@@ -318,11 +332,21 @@ def fit(
             return shift_context(messages, count, budget, **kwargs)
         return shift_with_strategy(messages, count, budget, **kwargs)
 
+    return shift
+
+
+def _fit_counted(
+    items: Sequence[T],
+    entries: Sequence[Entry],
+    options: FitOptions,
+    bridge: Bridge[T],
+    shift: _Shift,
+    counter: ListCounter,
+) -> tuple[list[T], ShiftResult]:
+    """:func:`fit` by a framework ``counter``: fitted again with a lower budget while the counter's count of the
+    whole fitted list is over ``options.max_tokens`` (at most :data:`MAX_REFITS` times)."""
+    messages = [entry.message for entry in entries]
     budget = options.max_tokens
-    if counter is None:
-        profile = model if isinstance(model, TokenizerProfile) else get_tokenizer(model)
-        result = shift(profile, budget)
-        return assemble(items, entries, result, bridge), result
     natives = {e.message["id"]: e.native if e.native is not None else items[e.owner] for e in entries}
     native = NativeCounter(counter, natives, bridge.replacement)
     lowered: list[int] = []

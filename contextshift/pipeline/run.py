@@ -198,6 +198,80 @@ def _shares(
     return [m for m in lore.messages if m.id not in gone], protection.chosen, lore.left_out
 
 
+def _shift(
+    candidates: list[Message], request: PipelineRequest, budget: int, too_large: Callable[[int], PromptBudgetExceeded]
+) -> ShiftResult:
+    """The bot's strategy applied to ``candidates`` (under the host), or the pipeline's budget error."""
+    try:
+        return shift_with_strategy(
+            candidates,
+            request.profile,
+            budget,
+            strategy=request.strategy,
+            registry=request.registry,
+            timeout=request.strategy_timeout,
+            embedder=request.embedder,
+        )
+    except TokenBudgetExceeded as error:
+        raise too_large(error.protected_tokens) from None
+
+
+@dataclass(slots=True)
+class _Serialized:
+    """The final prompt, the ids the final shift removed, its provider body and that body's exact count."""
+
+    messages: list[Message]
+    removed: list[str]
+    payload: dict[str, Any]
+    tokens: int
+
+
+def _serialize_within(
+    messages: list[Message],
+    added: set[str],
+    request: PipelineRequest,
+    budget: int,
+    too_large: Callable[[int], PromptBudgetExceeded],
+) -> _Serialized:
+    """The final shift and the provider body: while the serialized body counts over ``budget``, shift further by
+    the difference (at most :data:`MAX_SERIALIZATION_PASSES` times)."""
+    profile = request.profile
+    serialize = request.serializer or default_serializer
+    final_removed: list[str] = []
+    working = messages
+    limit = budget
+    for _ in range(MAX_SERIALIZATION_PASSES):
+        try:
+            removed_now = _final_shift(working, added, profile, limit)
+        except TokenBudgetExceeded as error:
+            raise too_large(error.protected_tokens) from None
+        final_removed.extend(removed_now)
+        working = [m for m in working if m.id not in set(removed_now)]
+        payload = serialize(working)
+        exact = payload_tokens(payload, profile)
+        if exact <= budget:
+            break
+        limit -= exact - budget  # the wire format costs more than the messages did: shift that much further
+        if limit <= 0:
+            raise too_large(exact)
+    else:
+        raise too_large(exact)
+    return _Serialized(working, final_removed, payload, exact)
+
+
+def _summarized(shifted: ShiftResult) -> list[dict[str, Any]]:
+    """What the shift's truncations replaced, for the result."""
+    return [
+        {
+            "id": t.replacement.id,
+            "source_ids": list(t.source_ids),
+            "tokens_before": t.tokens_before,
+            "tokens_after": t.tokens_after,
+        }
+        for t in shifted.truncated
+    ]
+
+
 def run_pipeline(request: PipelineRequest) -> PipelineResult:
     """Build the prompt for one turn (or its preview). Raises :class:`PromptBudgetExceeded`."""
     reserve = max(request.response_reserve, request.max_tokens or 0)
@@ -225,18 +299,7 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
         diagnostics.append(f"{len(standing_ids)} standing instruction(s) kept as protected context")
     for message_id in over_share:
         diagnostics.append(f'"{message_id}" left out: lorebook and memory blocks filled their share of the budget')
-    try:
-        shifted: ShiftResult = shift_with_strategy(
-            candidates,
-            profile,
-            budget,
-            strategy=request.strategy,
-            registry=request.registry,
-            timeout=request.strategy_timeout,
-            embedder=request.embedder,
-        )
-    except TokenBudgetExceeded as error:
-        raise too_large(error.protected_tokens) from None
+    shifted = _shift(candidates, request, budget, too_large)
     diagnostics.extend(shifted.diagnostics)
     if shifted.excluded:
         diagnostics.append(f"context shift excluded {len(shifted.excluded)} message(s) before interceptors")
@@ -251,28 +314,9 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
     )
     intercepted = run_interceptors(shifted.kept, request.interceptors, context)
     diagnostics.extend(intercepted.diagnostics)
-    serialize = request.serializer or default_serializer
-    final_removed: list[str] = []
-    working = intercepted.messages
-    limit = budget
-    for _ in range(MAX_SERIALIZATION_PASSES):
-        try:
-            removed_now = _final_shift(working, intercepted.added, profile, limit)
-        except TokenBudgetExceeded as error:
-            raise too_large(error.protected_tokens) from None
-        final_removed.extend(removed_now)
-        working = [m for m in working if m.id not in set(removed_now)]
-        payload = serialize(working)
-        exact = payload_tokens(payload, profile)
-        if exact <= budget:
-            break
-        limit -= exact - budget  # the wire format costs more than the messages did: shift that much further
-        if limit <= 0:
-            raise too_large(exact)
-    else:
-        raise too_large(exact)
-    if final_removed:
-        diagnostics.append(f"final budget enforcement excluded {len(final_removed)} message(s)")
+    final = _serialize_within(intercepted.messages, intercepted.added, request, budget, too_large)
+    if final.removed:
+        diagnostics.append(f"final budget enforcement excluded {len(final.removed)} message(s)")
     costs, _ = message_costs(assembly.messages, profile, 4)
     entries = build_entries(
         assembly=assembly,
@@ -283,28 +327,20 @@ def run_pipeline(request: PipelineRequest) -> PipelineResult:
         shifted=shifted,
         intercepted_removed=intercepted.removed,
         added=intercepted.added,
-        final_removed=set(final_removed),
+        final_removed=set(final.removed),
         intercepted=intercepted.messages,
-        final=working,
+        final=final.messages,
         profile=profile,
     )
     return PipelineResult(
-        messages=working,
-        payload=payload,
+        messages=final.messages,
+        payload=final.payload,
         entries=entries,
         tokenizer={"profile": profile.name, "approximate": profile.approximate},
-        budget={"context_limit": request.context_limit, "response_reserve": reserve, "prompt_tokens": exact},
+        budget={"context_limit": request.context_limit, "response_reserve": reserve, "prompt_tokens": final.tokens},
         context_strategy=shifted.strategy,
         diagnostics=diagnostics,
         max_tokens=reserve,
-        excluded_count=len(manual) + len(over_share) + len(shifted.excluded) + len(final_removed),
-        summarized=[
-            {
-                "id": t.replacement.id,
-                "source_ids": list(t.source_ids),
-                "tokens_before": t.tokens_before,
-                "tokens_after": t.tokens_after,
-            }
-            for t in shifted.truncated
-        ],
+        excluded_count=len(manual) + len(over_share) + len(shifted.excluded) + len(final.removed),
+        summarized=_summarized(shifted),
     )

@@ -133,6 +133,122 @@ async def _not_loaded(repos: Repositories, chat_id: str, window: list[MessageRow
     return max(0, await repos.messages.count_older_raw(chat_id, start) - recalled)
 
 
+async def _budget_profile(
+    model: ModelRow | None,
+    provider: ProviderRow | None,
+    base: TokenizerProfile,
+    counting: Counting,
+    server_counting: ServerCounting | None,
+    notes: list[str],
+) -> tuple[TokenizerProfile, ServerTokenizer | None]:
+    """The profile the turn budgets with (T5: the provider's own count when it tokenizes), noting a drift."""
+    profile: TokenizerProfile = counting.profile
+    if drifts(counting.calibration) and not base.approximate:
+        notes.append(
+            f'tokenizer "{base.name}" disagrees with the provider (×{counting.calibration.factor:.2f} over '
+            f"{counting.calibration.calls} calls): check the model's tokenizer setting"
+        )
+    # T5: a provider that tokenizes counts exactly; what it has not counted yet, the calibrated estimate does.
+    server = await server_counting.tokenizer_for(model, provider, base) if server_counting is not None else None
+    if server is not None:
+        profile = server.profile(counting.profile)
+    return profile, server
+
+
+async def _context_limit(
+    bot: BotRow,
+    model: ModelRow | None,
+    provider: ProviderRow | None,
+    server_counting: ServerCounting | None,
+    notes: list[str],
+) -> int:
+    """The turn's context window: the bot's, else the model's, fitted to a local server's; else the default."""
+    limit = bot.context_limit or (model.context_window if model else None)
+    if server_counting is not None:  # T5: a local server's smaller context would cut the prompt silently
+        limit, fitted_to_server = fitting_window(limit, await server_counting.server_context(model, provider))
+        if fitted_to_server is not None:
+            notes.append(fitted_to_server)
+    if limit is None:
+        limit = DEFAULT_CONTEXT_LIMIT
+        notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
+    return limit
+
+
+async def _lore(repos: Repositories, bot: BotRow) -> list[LoreEntry]:
+    """Every entry of the bot's lorebooks, in the pipeline's shape."""
+    return [
+        LoreEntry(
+            id=entry.id,
+            content=entry.content,
+            keys=tuple(entry.keys),
+            secondary_keys=tuple(entry.secondary_keys),
+            constant=entry.constant,
+            enabled=entry.enabled,
+            order=entry.order,
+            position=entry.position,  # type: ignore[arg-type]
+            depth=entry.depth,
+        )
+        for book in await repos.lorebooks.get_many(bot.lorebook_ids or [])
+        for entry in book.entries
+    ]
+
+
+@dataclass(slots=True)
+class _History:
+    """The history a turn's prompt is built from, what its summaries stand for, and what it leaves out."""
+
+    messages: list[Any] = field(default_factory=list)
+    summarized: list[Any] = field(default_factory=list)
+    #: Raw messages older than the window, less those recall brought back.
+    not_loaded: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """How a turn reads its history: with the model's own profile, as far as ``budget`` (in its uncalibrated
+    tokens) reaches, storing new counts unless it is a preview, ending before ``before_seq``."""
+
+    base: TokenizerProfile
+    budget: int
+    preview: bool
+    before_seq: int | None
+    #: recall finds older messages by meaning (an embedder is configured), not only by words
+    by_meaning: bool
+
+
+async def _load_history(
+    repos: Repositories, *, bot: BotRow, chat: ChatRow, draft: str | None, window: _Window, notes: list[str]
+) -> _History:
+    """The recent window of ``chat``, with recalled and standing messages and the active summaries merged in."""
+    base, before_seq = window.base, window.before_seq
+    recent = await repos.messages.recent_window(
+        chat.id, base.name, window.budget, base.count, store_counts=not window.preview, before_seq=before_seq
+    )
+    summaries = await repos.compaction.active_summaries(chat.id)
+    rows = recent.rows
+    if bot.context_strategy == RECALL and recent.has_more:  # G4a: older history the input asks about
+        found = await recall_candidates(repos, chat.id, rows, draft, by_meaning=window.by_meaning)
+        rows = sorted([*found, *rows], key=lambda r: r.seq)
+    standing = await repos.messages.standing(chat.id, before_seq=before_seq)
+    if standing:  # G4b: every standing instruction, however old, in its place
+        rows = sorted({r.id: r for r in [*rows, *standing]}.values(), key=lambda r: r.seq)
+    history = merge([r for r in rows if not is_command(r)], summaries)
+    # The newest messages each summary stands for, for the audit (bounded: never the whole chat).
+    recent_covered = [i for s in summaries for i in s.covers[-AUDITED_COVERED:]]
+    raw = {r.id for r in rows}  # a pinned summarized message is back in the history raw, not summarized
+    summarized = [row_to_message(r) for r in await repos.compaction.covered(chat.id, recent_covered) if r.id not in raw]
+    if isinstance(base, ChatFormatProfile):
+        for message in history:  # counts stored by an earlier turn spare the tokenizer after a restart (T4)
+            stored = recent.tokens.get(message.id)
+            if stored is not None:
+                base.cache.put(message.text, stored)
+    not_loaded = 0
+    if recent.has_more:
+        notes.append("older history was not loaded: it lies beyond what any shift could keep")
+        not_loaded = await _not_loaded(repos, chat.id, recent.rows, rows)
+    return _History(history, summarized, not_loaded)
+
+
 async def load_turn(
     repos: Repositories,
     *,
@@ -155,95 +271,35 @@ async def load_turn(
     base = profile_for(model)
     counting = await counting_for(repos, model, base)
     notes: list[str] = []
-    profile: TokenizerProfile = counting.profile
-    scale = profile.scale if isinstance(profile, CalibratedProfile) else 1.0
-    if drifts(counting.calibration) and not base.approximate:
-        notes.append(
-            f'tokenizer "{base.name}" disagrees with the provider (×{counting.calibration.factor:.2f} over '
-            f"{counting.calibration.calls} calls): check the model's tokenizer setting"
-        )
-    # T5: a provider that tokenizes counts exactly; what it has not counted yet, the calibrated estimate does.
-    server = await server_counting.tokenizer_for(model, provider, base) if server_counting is not None else None
-    if server is not None:
-        profile = server.profile(counting.profile)
-    limit = bot.context_limit or (model.context_window if model else None)
-    if server_counting is not None:  # T5: a local server's smaller context would cut the prompt silently
-        limit, fitted_to_server = fitting_window(limit, await server_counting.server_context(model, provider))
-        if fitted_to_server is not None:
-            notes.append(fitted_to_server)
-    if limit is None:
-        limit = DEFAULT_CONTEXT_LIMIT
-        notes.append(f"context window unknown; assuming {DEFAULT_CONTEXT_LIMIT} tokens")
+    scale = counting.profile.scale if isinstance(counting.profile, CalibratedProfile) else 1.0
+    profile, server = await _budget_profile(model, provider, base, counting, server_counting, notes)
+    limit = await _context_limit(bot, model, provider, server_counting, notes)
     base_reserve = reply_reserve(limit, bot.response_reserve, model.max_output_tokens if model else None)
     reserve = max(base_reserve, max_tokens or 0)
-    lore = [
-        LoreEntry(
-            id=entry.id,
-            content=entry.content,
-            keys=tuple(entry.keys),
-            secondary_keys=tuple(entry.secondary_keys),
-            constant=entry.constant,
-            enabled=entry.enabled,
-            order=entry.order,
-            position=entry.position,  # type: ignore[arg-type]
-            depth=entry.depth,
-        )
-        for book in await repos.lorebooks.get_many(bot.lorebook_ids or [])
-        for entry in book.entries
-    ]
+    lore = await _lore(repos, bot)
     memories = [
         MemoryItem(m.id, m.content) for m in await repos.memories.list_for_bot(bot.id, chat.id if chat else None)
     ]
-    history = []
-    summarized: list[Any] = []
+    loaded = _History()
     counts: dict[str, int] | None = None
     if chat is not None:
         counts = {"not_loaded": 0, "summarized": await repos.messages.count_summarized(chat.id)}
-    if chat is not None and counts is not None and limit - reserve > 0:
-        # Stored counts are the model's own (uncalibrated) ones; read as far as the calibrated budget reaches.
-        window = await repos.messages.recent_window(
-            chat.id,
-            base.name,
-            math.ceil((limit - reserve) / scale),
-            base.count,
-            store_counts=not preview,
-            before_seq=before_seq,
-        )
-        summaries = await repos.compaction.active_summaries(chat.id)
-        rows = window.rows
-        if bot.context_strategy == RECALL and window.has_more:  # G4a: older history the input asks about
-            found = await recall_candidates(repos, chat.id, rows, draft, by_meaning=embedder is not None)
-            rows = sorted([*found, *rows], key=lambda r: r.seq)
-        standing = await repos.messages.standing(chat.id, before_seq=before_seq)
-        if standing:  # G4b: every standing instruction, however old, in its place
-            rows = sorted({r.id: r for r in [*rows, *standing]}.values(), key=lambda r: r.seq)
-        history = merge([r for r in rows if not is_command(r)], summaries)
-        # The newest messages each summary stands for, for the audit (bounded: never the whole chat).
-        recent_covered = [i for s in summaries for i in s.covers[-AUDITED_COVERED:]]
-        raw = {r.id for r in rows}  # a pinned summarized message is back in the history raw, not summarized
-        summarized = [
-            row_to_message(r) for r in await repos.compaction.covered(chat.id, recent_covered) if r.id not in raw
-        ]
-        if isinstance(base, ChatFormatProfile):
-            for message in history:  # counts stored by an earlier turn spare the tokenizer after a restart (T4)
-                stored = window.tokens.get(message.id)
-                if stored is not None:
-                    base.cache.put(message.text, stored)
-        if window.has_more:
-            notes.append("older history was not loaded: it lies beyond what any shift could keep")
-            counts["not_loaded"] = await _not_loaded(repos, chat.id, window.rows, rows)
-    interceptors: list[Interceptor] = []
-    if bot.author_note:
-        interceptors.append(AuthorNote(bot.author_note, bot.author_note_depth))
+        if limit - reserve > 0:
+            # Stored counts are the model's own (uncalibrated) ones; read as far as the calibrated budget reaches.
+            budget = math.ceil((limit - reserve) / scale)
+            window = _Window(base, budget, preview, before_seq, by_meaning=embedder is not None)
+            loaded = await _load_history(repos, bot=bot, chat=chat, draft=draft, window=window, notes=notes)
+            counts["not_loaded"] = loaded.not_loaded
+    interceptors: list[Interceptor] = [AuthorNote(bot.author_note, bot.author_note_depth)] if bot.author_note else []
     request = PipelineRequest(
         sources=Sources(
             system_prompt=bot.system_prompt or "",
             persona=bot.persona or "",
             lore=lore,
             memories=memories,
-            history=history,
+            history=loaded.messages,
             user_input=draft,
-            summarized=summarized,
+            summarized=loaded.summarized,
         ),
         profile=profile,
         context_limit=limit,

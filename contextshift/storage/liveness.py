@@ -88,6 +88,38 @@ class Recovered:
         return any((self.audits, self.logs, self.leases, self.jobs, self.instances, self.attempts))
 
 
+@dataclass(frozen=True, slots=True)
+class _Orphans:
+    """The rows a dead owner left: those of an instance not in ``live`` (``on_start``: ownerless ones of an older
+    version too, those started before ``now - ownerless_age`` when given)."""
+
+    session: AsyncSession
+    live: Select[Any]
+    now: datetime
+    on_start: bool
+    ownerless_age: timedelta | None
+
+    def owned(self, column: Any, started: Any) -> Any:
+        """The condition on an owner ``column`` (and a ``started`` time) that a row is orphaned."""
+        dead = column.is_not(None) & column.not_in(self.live)
+        if not self.on_start:
+            return dead
+        ownerless = column.is_(None)
+        if self.ownerless_age is not None:
+            ownerless = ownerless & (started < self.now - self.ownerless_age)
+        return or_(dead, ownerless)
+
+    async def close(self, row: Any, unfinished: str, started: Any, **values: Any) -> int:
+        """Close the ``unfinished`` rows of ``row``'s table that a dead owner left."""
+        return await execute_rowcount(
+            self.session,
+            update(row)
+            .where(row.status == unfinished, self.owned(row.instance_id, started))
+            .values(**values)
+            .execution_options(synchronize_session=False),
+        )
+
+
 class InstanceRepository:
     """The ``instances`` table and the clean-up after dead instances (on one session)."""
 
@@ -140,27 +172,8 @@ class InstanceRepository:
         ownerless rows of an older version, those older than ``ownerless_age`` when given)."""
         now = utcnow()
         live = self._live(expiry, but=instance_id if on_start else None)
-
-        def orphaned(column: Any, started: Any) -> Any:
-            dead = column.is_not(None) & column.not_in(live)
-            if not on_start:
-                return dead
-            ownerless = column.is_(None)
-            if ownerless_age is not None:
-                ownerless = ownerless & (started < now - ownerless_age)
-            return or_(dead, ownerless)
-
-        async def close(row: Any, unfinished: str, started: Any, **values: Any) -> int:
-            """Close the ``unfinished`` rows of ``row``'s table that a dead owner left."""
-            return await execute_rowcount(
-                self.session,
-                update(row)
-                .where(row.status == unfinished, orphaned(row.instance_id, started))
-                .values(**values)
-                .execution_options(synchronize_session=False),
-            )
-
-        audits = await close(
+        orphans = _Orphans(self.session, live, now, on_start=on_start, ownerless_age=ownerless_age)
+        audits = await orphans.close(
             AuditRow,
             "prepared",
             AuditRow.created_at,
@@ -168,7 +181,7 @@ class InstanceRepository:
             error_code=GENERATION_INTERRUPTED,
             finished_at=now,
         )
-        logs = await close(
+        logs = await orphans.close(
             CompactionLogRow,
             "running",
             CompactionLogRow.started_at,
@@ -184,29 +197,9 @@ class InstanceRepository:
                 select(InstanceRow.id).where(InstanceRow.heartbeat_at < now - expiry, InstanceRow.id != instance_id)
             )
         )
-        lease_held: ColumnElement[bool] = ChatRow.compaction_lease_owner.in_(dead)
-        if on_start:
-            lease_held = lease_held | (ChatRow.compaction_lease_owner == instance_id)
-        leases = await execute_rowcount(
-            self.session,
-            update(ChatRow)
-            .where(lease_held)
-            .values(compaction_lease_owner=None, compaction_lease_until=None, updated_at=ChatRow.updated_at)
-            .execution_options(synchronize_session=False),
-        )
-        # A job whose runner died runs again (its next attempt), unless a copy of it is queued meanwhile: then
-        # that copy does the work, and the interrupted one ends failed (one queued job per lock).
-        superseded = await execute_rowcount(
-            self.session,
-            update(JobRow)
-            .where(JobRow.status == "running", orphaned(JobRow.instance_id, JobRow.updated_at), queued_sibling())
-            .values(status="failed", lease_until=None, instance_id=None, finished_at=now)
-            .execution_options(synchronize_session=False),
-        )
-        jobs = superseded + await close(
-            JobRow, "running", JobRow.updated_at, status="queued", run_after=now, lease_until=None, instance_id=None
-        )
-        attempts = await close(
+        leases = await self._free_leases(dead, instance_id if on_start else None)
+        jobs = await self._requeue_jobs(orphans)
+        attempts = await orphans.close(
             JobAttemptRow,
             "running",
             JobAttemptRow.started_at,
@@ -222,6 +215,34 @@ class InstanceRepository:
             .execution_options(synchronize_session=False),
         )
         return Recovered(audits, logs, leases, jobs, gone, attempts)
+
+    async def _free_leases(self, dead: list[str], own: str | None) -> int:
+        """Release the compaction leases the ``dead`` instances hold (and this instance's ``own``, on start)."""
+        lease_held: ColumnElement[bool] = ChatRow.compaction_lease_owner.in_(dead)
+        if own is not None:
+            lease_held = lease_held | (ChatRow.compaction_lease_owner == own)
+        return await execute_rowcount(
+            self.session,
+            update(ChatRow)
+            .where(lease_held)
+            .values(compaction_lease_owner=None, compaction_lease_until=None, updated_at=ChatRow.updated_at)
+            .execution_options(synchronize_session=False),
+        )
+
+    async def _requeue_jobs(self, orphans: _Orphans) -> int:
+        """A job whose runner died runs again (its next attempt), unless a copy of it is queued meanwhile: then
+        that copy does the work, and the interrupted one ends failed (one queued job per lock)."""
+        now = orphans.now
+        superseded = await execute_rowcount(
+            self.session,
+            update(JobRow)
+            .where(JobRow.status == "running", orphans.owned(JobRow.instance_id, JobRow.updated_at), queued_sibling())
+            .values(status="failed", lease_until=None, instance_id=None, finished_at=now)
+            .execution_options(synchronize_session=False),
+        )
+        return superseded + await orphans.close(
+            JobRow, "running", JobRow.updated_at, status="queued", run_after=now, lease_until=None, instance_id=None
+        )
 
     async def live(self, expiry: timedelta) -> list[InstanceRow]:
         """The instances whose heartbeat is fresh, most recently started first."""
