@@ -764,7 +764,7 @@ def _assembled(
 def with_id(message: Message, ident: str) -> Message:
     """``message`` with the id ``ident``: what ``dataclasses.replace(message, id=ident)`` gives, without
     checking the other fields again (they were checked when the message was made, and nothing derived from
-    them depends on the id): about 1 µs against ``replace``'s 5 µs.
+    them depends on the id; see "Speed notes" in docs/design.md).
     """
     if type(ident) is not str:
         raise TypeError(f"message id must be a string, got {type(ident).__name__}")
