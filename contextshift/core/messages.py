@@ -403,7 +403,7 @@ class Message:
         """
         if not isinstance(data, Mapping):
             raise TypeError(f"a message must be an object, got {type(data).__name__}")
-        link, extra = _link_and_extra(data)
+        link, meta, extra = _dict_fields(data)
         return cls(
             id=data.get("id", ""),
             role=data.get("role"),  # type: ignore[arg-type]
@@ -415,7 +415,7 @@ class Message:
             source=data.get("source"),
             relevance=data.get("relevance"),
             workspace=data.get("workspace"),
-            meta=data.get("meta"),  # type: ignore[arg-type]
+            meta=meta,
             extra=extra,
         )
 
@@ -525,9 +525,11 @@ def _settle_mappings(message: Message, label: str) -> Mapping[str, Any]:
     return meta
 
 
-def _link_and_extra(data: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """A message dict's tool-call link (under ``tool_call_id`` or another of ``LINK_KEYS``) and its unknown
-    keys, with the link's key among them when it is not ``tool_call_id``."""
+def _dict_fields(data: Mapping[str, Any]) -> tuple[Any, Any, Mapping[str, Any]]:
+    """A message dict's tool-call link (under ``tool_call_id`` or another of ``LINK_KEYS``), its ``meta``, and
+    its unknown keys (with the link's key among them when it is not ``tool_call_id``). ``meta`` and the
+    unknown keys come read-only, as the constructor holds them, so it need not copy them again; a ``meta``
+    of the wrong type comes as it is, for the constructor to reject."""
     link_key = "tool_call_id"
     link = data.get("tool_call_id")
     if not link:  # a link of the wrong type stays, for the constructor to reject
@@ -540,7 +542,12 @@ def _link_and_extra(data: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
     extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
     if link_key != "tool_call_id":
         extra["_link_key"] = link_key
-    return link, extra
+    meta = data.get("meta")
+    if meta is None:
+        meta = _EMPTY
+    elif isinstance(meta, Mapping) and type(meta) is not MappingProxyType:
+        meta = _read_only(meta)
+    return link, meta, _read_only(extra)
 
 
 _T = TypeVar("_T")
