@@ -94,9 +94,8 @@ def find_links(
         specials = list(compress(range(len(kinds)), kinds))
     if special_kinds is None:
         special_kinds = list(map(kinds.__getitem__, specials))
-    # Each special's link ids (a comprehension reads a slot at the interpreter's specialized speed, faster than
-    # ``map(attrgetter(...))``). A protected message with no other bit has none (it is not linked, nor
-    # malformed), so it needs no test of its own in the loop below.
+    # Each special's link ids (a comprehension: see "Speed notes" in docs/design.md). A protected message with
+    # no other bit has none (it is not linked, nor malformed), so it needs no test of its own below.
     ids_of: list[tuple[str, ...] | None]
     if links is None:
         ids_of = [messages[position]._links for position in specials]
@@ -114,19 +113,37 @@ def find_links(
         for number, kind in enumerate(special_kinds):  # in prompt order: the first that fails raises
             if kind & KIND_MALFORMED:
                 ids_of[number] = link_ids(messages[specials[number]])  # derived again: fails as it always did
-    # A group is a list of its positions; ``root_of`` maps each member to the group's label, which is its
-    # root (earliest member) unless two groups merged (see _merge). A link id's owner is the first message
-    # that carries it; a later one carrying it joins the owner's group. The positions come in ascending
-    # order, so a position joining its first group is that group's largest and is appended.
-    owner_of_id: dict[str, int] = {}
-    setdefault = owner_of_id.setdefault
     root_of: dict[int, int] = {}
     multi: dict[int, list[int]] = {}
-    get_root = root_of.get
     scattered: set[int] = set()
     merged: set[int] = set()  # the labels of the groups made by merging (sorted and checked at the end)
-    unlinked: list[int] = []  # the specials without a link id
-    for index, ids in zip(specials, cast(list[tuple[str, ...]], ids_of), strict=True):
+    unlinked = _join_linked(specials, cast(list[tuple[str, ...]], ids_of), root_of, multi, scattered, merged)
+    _join_idless(messages, kinds, unlinked, root_of, multi, scattered, merged)
+    multi = _settle(root_of, multi, scattered, merged)
+    # A union always joins two positions, so every group in ``multi`` has two or more members.
+    return Links(multi, root_of, scattered, protected)
+
+
+def _join_linked(
+    specials: Sequence[int],
+    ids_of: Sequence[tuple[str, ...]],
+    root_of: dict[int, int],
+    multi: dict[int, list[int]],
+    scattered: set[int],
+    merged: set[int],
+) -> list[int]:
+    """Group the specials that carry link ids; return the ones without any.
+
+    A group is a list of its positions; ``root_of`` maps each member to the group's label, which is its root
+    (earliest member) unless two groups merged (see _merge). A link id's owner is the first message that
+    carries it; a later one carrying it joins the owner's group. The positions come in ascending order, so a
+    position joining its first group is that group's largest and is appended.
+    """
+    owner_of_id: dict[str, int] = {}
+    setdefault = owner_of_id.setdefault
+    get_root = root_of.get
+    unlinked: list[int] = []
+    for index, ids in zip(specials, ids_of, strict=True):
         if not ids:
             unlinked.append(index)
             continue
@@ -154,12 +171,25 @@ def find_links(
                     multi[owner] = [owner]
                 _merge(root_of, multi, merged, scattered, label, mine)
                 mine = root_of[index]
-    idless = [index for index in unlinked if kinds[index] & KIND_TOOL]
-    # An id-less tool result joins the nearest assistant before its run of id-less tool results. Which
-    # groups form does not depend on the order of the joins, so these come after the linked ones.
+    return unlinked
+
+
+def _join_idless(
+    messages: Sequence[Message],
+    kinds: Sequence[int] | MessageKinds,
+    unlinked: Sequence[int],
+    root_of: dict[int, int],
+    multi: dict[int, list[int]],
+    scattered: set[int],
+    merged: set[int],
+) -> None:
+    """An id-less tool result joins the nearest assistant before its run of id-less tool results. Which
+    groups form does not depend on the order of the joins, so these come after the linked ones."""
     scanned = 0  # positions below this were scanned for an assistant already
     anchor: int | None = None  # the last assistant before ``scanned``
-    for index in idless:
+    for index in unlinked:
+        if not kinds[index] & KIND_TOOL:
+            continue
         if not index or (kinds[index - 1] & (KIND_TOOL | KIND_LINKED)) != KIND_TOOL:
             for back in range(index - 1, scanned - 1, -1):
                 if messages[back].role == "assistant":
@@ -174,7 +204,13 @@ def find_links(
                     merged.add(position)
             if root_of[anchor] != root_of[index]:
                 _merge(root_of, multi, merged, scattered, root_of[anchor], root_of[index])
-    for label in merged & multi.keys():  # sorted, under their root, and checked for gaps
+
+
+def _settle(
+    root_of: dict[int, int], multi: dict[int, list[int]], scattered: set[int], merged: set[int]
+) -> dict[int, list[int]]:
+    """The groups made by merging sorted, relabelled with their root and checked for gaps; roots ascending."""
+    for label in merged & multi.keys():
         members = multi.pop(label)
         members.sort()
         root = members[0]
@@ -185,9 +221,8 @@ def find_links(
         if members[-1] - root >= len(members):
             scattered.add(root)
     if merged or list(multi) != sorted(multi):
-        multi = dict(sorted(multi.items()))
-    # A union always joins two positions, so every group in ``multi`` has two or more members.
-    return Links(multi, root_of, scattered, protected)
+        return dict(sorted(multi.items()))
+    return multi
 
 
 def _merge(

@@ -419,14 +419,31 @@ def shift_with_strategy(
             protection,
             given,
         )
+    outcome = _run_checked(found, strategy, request, prompt, float(timeout))
+    return restore_standing(outcome, protection, given)
+
+
+def _run_checked(
+    found: Strategy, strategy: str, request: StrategyRequest, prompt: Prompt, timeout: float
+) -> ShiftResult:
+    """Run the strategy ``found`` under ``strategy``'s name and check its result; any failure but an
+    over-budget protected context falls back to ``truncate`` with a diagnostic saying why."""
     trusted = BUILTIN_STRATEGIES.get(strategy) is found
     try:
         if trusted:
             result = run_builtin(found, request, prompt)
         else:
             private = replace(request, messages=copy.deepcopy(request.messages))
-            result = _run(found, private, float(timeout))
-        outcome = _review(prompt, strategy, result, budget, count_tokens, per_message_overhead, trusted=trusted)
+            result = _run(found, private, timeout)
+        outcome = _review(
+            prompt,
+            strategy,
+            result,
+            request.budget,
+            request.count_tokens,
+            request.per_message_overhead,
+            trusted=trusted,
+        )
     except TokenBudgetExceeded:
         raise
     except _ProtectedRemoved as error:
@@ -441,7 +458,7 @@ def shift_with_strategy(
         )
     else:
         outcome = replace(outcome, diagnostics=[f'context strategy "{strategy}" applied', *outcome.diagnostics])
-    return restore_standing(outcome, protection, given)
+    return outcome
 
 
 def _fallback(request: StrategyRequest, note: str) -> ShiftResult:

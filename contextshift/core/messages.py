@@ -230,11 +230,7 @@ class Message:
         setattr_ = object.__setattr__
         ident = self.id
         if type(ident) is not str:
-            if ident is None:
-                ident = ""
-                setattr_(self, "id", ident)
-            elif not isinstance(ident, str):
-                raise TypeError(f"message id must be a string, got {type(ident).__name__}")
+            ident = _settle_id(self)
         label = ident or "(no id)"
         role, source = self.role, self.source
         if role not in ROLES:
@@ -257,27 +253,11 @@ class Message:
                 setattr_(self, "tool_call_id", None)
         if type(self.pinned) is not bool:
             raise TypeError(f"message {label}: pinned must be True or False, got {type(self.pinned).__name__}")
-        if self.name is not None:
-            _optional_text(self.name, "name", label)
-        if self.workspace is not None:
-            _optional_text(self.workspace, "workspace", label)
-        relevance = self.relevance
-        if relevance is not None and (isinstance(relevance, bool) or not isinstance(relevance, int | float)):
-            raise TypeError(f"message {label}: relevance must be a number or None, got {type(relevance).__name__}")
+        if self.name is not None or self.workspace is not None or self.relevance is not None:
+            _check_optional_fields(self, label)
         meta = self.meta
-        if type(meta) is not MappingProxyType:
-            if meta is None:
-                meta = _EMPTY
-            elif not isinstance(meta, Mapping):
-                raise TypeError(f"message {label}: meta must be a mapping or None, got {type(meta).__name__}")
-            else:
-                meta = _read_only(meta)
-            setattr_(self, "meta", meta)
-        extra = self.extra
-        if type(extra) is not MappingProxyType:
-            if not isinstance(extra, Mapping):
-                raise TypeError(f"message {label}: extra must be a mapping, got {type(extra).__name__}")
-            setattr_(self, "extra", _read_only(extra))
+        if type(meta) is not MappingProxyType or type(self.extra) is not MappingProxyType:
+            meta = _settle_mappings(self, label)
         # A message never changes, so what every shift asks of it is worked out here, once: whether it is
         # protected, its tool-link ids and the text that is counted.
         kind = KIND_PROTECTED if self.pinned or source == "input" else 0
@@ -423,18 +403,7 @@ class Message:
         """
         if not isinstance(data, Mapping):
             raise TypeError(f"a message must be an object, got {type(data).__name__}")
-        link_key = "tool_call_id"
-        link = data.get("tool_call_id")
-        if not link:  # a link of the wrong type stays, for the constructor to reject
-            link = None
-            for key in LINK_KEYS[1:]:
-                value = data.get(key)
-                if isinstance(value, str) and value:
-                    link_key, link = key, value
-                    break
-        extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
-        if link_key != "tool_call_id":
-            extra["_link_key"] = link_key
+        link, meta, extra = _dict_fields(data)
         return cls(
             id=data.get("id", ""),
             role=data.get("role"),  # type: ignore[arg-type]
@@ -446,7 +415,7 @@ class Message:
             source=data.get("source"),
             relevance=data.get("relevance"),
             workspace=data.get("workspace"),
-            meta=data.get("meta"),  # type: ignore[arg-type]
+            meta=meta,
             extra=extra,
         )
 
@@ -511,6 +480,74 @@ class Message:
                 elif kind == "file":
                     files += 1
         return images, files
+
+
+def _settle_id(message: Message) -> str:
+    """The id of a message made with ``id=None`` (``""``) or a ``str`` subclass; any other type raises."""
+    ident = message.id
+    if ident is None:
+        ident = ""
+        object.__setattr__(message, "id", ident)
+    elif not isinstance(ident, str):
+        raise TypeError(f"message id must be a string, got {type(ident).__name__}")
+    return ident
+
+
+def _check_optional_fields(message: Message, label: str) -> None:
+    """Reject a ``name``, ``workspace`` or ``relevance`` of the wrong type (a rare path of the constructor)."""
+    if message.name is not None:
+        _optional_text(message.name, "name", label)
+    if message.workspace is not None:
+        _optional_text(message.workspace, "workspace", label)
+    relevance = message.relevance
+    if relevance is not None and (isinstance(relevance, bool) or not isinstance(relevance, int | float)):
+        raise TypeError(f"message {label}: relevance must be a number or None, got {type(relevance).__name__}")
+
+
+def _settle_mappings(message: Message, label: str) -> Mapping[str, Any]:
+    """Make ``meta`` and ``extra`` read-only where they are not yet (the constructor's rare path); return
+    the ``meta`` the message holds then."""
+    setattr_ = object.__setattr__
+    meta = message.meta
+    if type(meta) is not MappingProxyType:
+        if meta is None:
+            meta = _EMPTY
+        elif not isinstance(meta, Mapping):
+            raise TypeError(f"message {label}: meta must be a mapping or None, got {type(meta).__name__}")
+        else:
+            meta = _read_only(meta)
+        setattr_(message, "meta", meta)
+    extra = message.extra
+    if type(extra) is not MappingProxyType:
+        if not isinstance(extra, Mapping):
+            raise TypeError(f"message {label}: extra must be a mapping, got {type(extra).__name__}")
+        setattr_(message, "extra", _read_only(extra))
+    return meta
+
+
+def _dict_fields(data: Mapping[str, Any]) -> tuple[Any, Any, Mapping[str, Any]]:
+    """A message dict's tool-call link (under ``tool_call_id`` or another of ``LINK_KEYS``), its ``meta``, and
+    its unknown keys (with the link's key among them when it is not ``tool_call_id``). ``meta`` and the
+    unknown keys come read-only, as the constructor holds them, so it need not copy them again; a ``meta``
+    of the wrong type comes as it is, for the constructor to reject."""
+    link_key = "tool_call_id"
+    link = data.get("tool_call_id")
+    if not link:  # a link of the wrong type stays, for the constructor to reject
+        link = None
+        for key in LINK_KEYS[1:]:
+            value = data.get(key)
+            if isinstance(value, str) and value:
+                link_key, link = key, value
+                break
+    extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
+    if link_key != "tool_call_id":
+        extra["_link_key"] = link_key
+    meta = data.get("meta")
+    if meta is None:
+        meta = _EMPTY
+    elif isinstance(meta, Mapping) and type(meta) is not MappingProxyType:
+        meta = _read_only(meta)
+    return link, meta, _read_only(extra)
 
 
 _T = TypeVar("_T")
@@ -734,7 +771,7 @@ def _assembled(
 def with_id(message: Message, ident: str) -> Message:
     """``message`` with the id ``ident``: what ``dataclasses.replace(message, id=ident)`` gives, without
     checking the other fields again (they were checked when the message was made, and nothing derived from
-    them depends on the id): about 1 µs against ``replace``'s 5 µs.
+    them depends on the id; see "Speed notes" in docs/design.md).
     """
     if type(ident) is not str:
         raise TypeError(f"message id must be a string, got {type(ident).__name__}")
@@ -789,12 +826,18 @@ def normalize_messages(items: Iterable[MessageLike]) -> list[Message]:
     return normalized(items)[0]
 
 
-def normalized(items: Iterable[MessageLike]) -> tuple[list[Message], list[str]]:
-    """:func:`normalize_messages` and the ids of its messages."""
+def _listed(items: Iterable[MessageLike]) -> list[MessageLike] | tuple[MessageLike, ...]:
+    """``items`` as a list or tuple (a single message or string raises)."""
     if isinstance(items, str | bytes | Mapping):
         raise TypeError("messages must be a list of messages, not a single value")
     if not isinstance(items, list | tuple):
-        items = list(items)
+        return list(items)
+    return items
+
+
+def normalized(items: Iterable[MessageLike]) -> tuple[list[Message], list[str]]:
+    """:func:`normalize_messages` and the ids of its messages."""
+    items = _listed(items)
     ids = _unchanged_ids(items)
     if ids is not None:
         return cast(list[Message], list(items)), ids
@@ -976,6 +1019,20 @@ class Scan(NamedTuple):
     links: list[tuple[str, ...] | None]
 
 
+def _scanned_messages(messages: Sequence[Message]) -> Scan | None:
+    """The scan of a prompt of ``Message`` objects only, or None where an id is used twice (the general
+    loop of :func:`scanned` then says which)."""
+    ids = [message.id or f"msg-{index}" for index, message in enumerate(messages)]
+    if len(dict.fromkeys(ids)) != len(ids):
+        return None
+    return Scan(
+        LazyMessages(messages, [message if message.id else None for message in messages]),
+        ids,
+        [message._kind for message in messages],
+        [message._links for message in messages],
+    )
+
+
 def scanned(items: Iterable[MessageLike]) -> Scan:
     """:func:`normalized`, without building the ``Message`` of a plain dict, or the copy of an id-less
     ``Message`` with its ``msg-<index>`` id, until it is read.
@@ -984,20 +1041,11 @@ def scanned(items: Iterable[MessageLike]) -> Scan:
     (the keys :func:`_plain` takes, of the right types) is only read: its id, kind and link id. Any other
     item is built at once, as :func:`normalized` builds it.
     """
-    if isinstance(items, str | bytes | Mapping):
-        raise TypeError("messages must be a list of messages, not a single value")
-    if not isinstance(items, list | tuple):
-        items = list(items)
+    items = _listed(items)
     if countOf(map(type, items), Message) == len(items):  # Message objects, some without an id
-        messages = cast(Sequence[Message], items)
-        ids = [message.id or f"msg-{index}" for index, message in enumerate(messages)]
-        if len(dict.fromkeys(ids)) == len(ids):  # else the loop below says which id is used twice
-            return Scan(
-                LazyMessages(messages, [message if message.id else None for message in messages]),
-                ids,
-                [message._kind for message in messages],
-                [message._links for message in messages],
-            )
+        scan = _scanned_messages(cast(Sequence[Message], items))
+        if scan is not None:
+            return scan
     built: list[Message | None] = []
     kinds: list[int] = []
     links: list[tuple[str, ...] | None] = []

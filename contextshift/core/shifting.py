@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, filterfalse, islice, repeat
 from operator import attrgetter, countOf, eq
-from types import FunctionType
 from typing import Any, cast, overload
 
 from .errors import TokenBudgetExceeded
@@ -27,6 +26,7 @@ from .tokens import (
     check_counter,
     check_overhead,
     checked_count,
+    is_profile,
     profile_costs,
     prompt_tokens,
 )
@@ -149,9 +149,6 @@ def _own_ids(messages: Sequence[Message]) -> tuple[list[str], dict[str, str]] | 
     """The ids of ``messages`` (all ``Message`` objects) in prompt order, and a dict of them each mapped to
     :data:`CONTEXT_SHIFT`, when each has an id of its own and no two share one (the prompt is then used as it
     is), else None. The dict is the template of a result's ``reasons`` (see :meth:`Prompt.context_shift_reasons`).
-
-    A comprehension reads a slot at the interpreter's specialized speed, about twice as fast as
-    ``map(attrgetter(...))``.
     """
     ids = [message.id for message in messages]  # a Message's id is always a str
     keys = dict.fromkeys(ids, CONTEXT_SHIFT)
@@ -185,11 +182,9 @@ class Prompt:
         lazy: bool = False,
     ) -> None:
         check_overhead(per_message_overhead)
-        # What kind of counter this is, decided once (a runtime-checkable Protocol's isinstance is slow, ~9 µs:
-        # a plain function with no attributes of its own has none of a profile's members, so it is not one).
+        # What kind of counter this is, decided once.
         self._chat_format = isinstance(counter, ChatFormatProfile)
-        plain_function = type(counter) is FunctionType and not counter.__dict__
-        self._profile = self._chat_format or (not plain_function and isinstance(counter, TokenizerProfile))
+        self._profile = self._chat_format or is_profile(counter)
         if not self._profile:
             check_counter(counter)
         self.messages: Sequence[Message]
@@ -198,7 +193,7 @@ class Prompt:
         read_links: list[tuple[str, ...] | None] | None = None
         if lazy and not isinstance(messages, list | tuple | str | bytes | Mapping):
             messages = list(messages)  # read once: a generator is not read twice
-        # Every item's type is Message (``countOf`` compares by identity first: the cheapest pass over them).
+        # Every item's type is Message (see "Speed notes" in docs/design.md for the ``countOf`` test).
         only_messages = isinstance(messages, list | tuple) and countOf(map(type, messages), Message) == len(messages)
         self._id_keys: dict[str, str] | None = None
         #: Set by a caller that builds one result of this prompt and drops it (see context_shift_reasons).
@@ -356,6 +351,18 @@ class Prompt:
             counted = callable_costs(chunk, cast(TokenCounter, counter), self.per_message_overhead)
         costs.update(zip(todo, counted, strict=True))
 
+    @property
+    def counted(self) -> dict[int, int]:
+        """The costs counted so far, by position: the prompt's own table, which a caller counting as it goes
+        (the walk of :func:`shift_prompt`) may fill in place with what :meth:`count` would put there."""
+        return self._costs
+
+    @property
+    def batch_counting(self) -> bool:
+        """Whether the counter is a tokenizer profile, which counts messages a batch at a time (else it is a
+        plain callable ``str -> int``, counted message by message)."""
+        return self._profile
+
     def cost(self, position: int) -> int:
         cost = self._costs.get(position)
         if cost is None:
@@ -497,48 +504,10 @@ def shift_prompt(
     check_budget(budget)
     if plan is None:
         plan = Plan(order=order, removed=removed or {}, reason=reason)
-    gone: dict[int, str] = dict(plan.removed)
-    root_of, protected_roots, multi = prompt.root_of, prompt.protected_roots, prompt.multi
-    pre_gone = {root_of.get(p, p) for p in gone}
+    multi = prompt.multi
     size = len(prompt.messages)
-    # The candidates (roots of unprotected groups, the first to leave first) and what stays anyway.
-    stays: list[int]
-    # The positions of the groups that are not candidates, when the candidates are the roots in ascending
-    # order of groups whose members are consecutive: then the members of any run of candidates are the
-    # positions from its first root to its last member less these (see _with_members).
-    between: set[int] | None = None
-    candidates: list[int] | None = None  # None: every root not in ``skip``, ascending (read as walked)
-    skip: set[int] = set()
-    if plan.order is None:
-        skip = root_of.keys() - multi.keys()  # the groups' later members (the roots are multi's keys)
-        skip |= protected_roots
-        skip |= pre_gone
-        if pre_gone:
-            left = (p for r in pre_gone for p in prompt.members(r) if p not in gone)
-            stays = sorted({*prompt.protected_members, *left})
-        else:
-            stays = prompt.protected_members
-        if not prompt.scattered:
-            between = {*prompt.protected_members, *(p for r in pre_gone for p in prompt.members(r))}
-    else:
-        groups = prompt.groups
-        seen: set[int] = set()
-        candidates = []
-        for number in plan.order:
-            root = groups[number].first
-            if root not in protected_roots and root not in pre_gone and root not in seen:
-                seen.add(root)
-                candidates.append(root)
-        stays = [p for p in range(size) if p not in gone and root_of.get(p, p) not in seen]
-    # The protected groups alone must fit.
-    protected = prompt.protected_members
-    if prompt.additive:
-        prompt.count(protected)
-        protected_total = (prompt.fixed if protected else 0) + sum(map(prompt.cost, protected))
-    else:
-        protected_total = prompt.fresh_count(protected)
-    if protected_total > budget:
-        raise TokenBudgetExceeded(protected_total, budget)
+    stays, between, candidates, skip = _candidates(prompt, plan)
+    _check_protected_fit(prompt, budget)
     if candidates is None:  # the roots newest first, read only as far as the walk goes
         newest_first: Iterator[int] = filterfalse(skip.__contains__, range(size - 1, -1, -1))
     else:
@@ -579,6 +548,59 @@ def shift_prompt(
     elif not prompt.additive:
         tokens = prompt.fresh_count(kept)
     return Removal(removed=leaves, kept=kept, tokens=tokens, codes=codes)
+
+
+def _candidates(prompt: Prompt, plan: Plan) -> tuple[list[int], set[int] | None, list[int] | None, set[int]]:
+    """The candidates of a shift and what stays anyway: ``(stays, between, candidates, skip)``.
+
+    ``stays``: the positions that stay whatever the walk does (protected, and the members left of groups
+    taken out before). ``candidates``: the roots of the unprotected groups, the first to leave first, or None
+    for every root not in ``skip``, ascending (read as walked). ``between``: when the candidates are the roots
+    in ascending order of groups whose members are consecutive, the positions of the groups that are not
+    candidates: the members of any run of candidates are then the positions from its first root to its last
+    member less these (see _with_members); else None.
+    """
+    gone = plan.removed
+    root_of, protected_roots, multi = prompt.root_of, prompt.protected_roots, prompt.multi
+    pre_gone = {root_of.get(p, p) for p in gone}
+    stays: list[int]
+    between: set[int] | None = None
+    candidates: list[int] | None = None
+    skip: set[int] = set()
+    if plan.order is None:
+        skip = root_of.keys() - multi.keys()  # the groups' later members (the roots are multi's keys)
+        skip |= protected_roots
+        skip |= pre_gone
+        if pre_gone:
+            left = (p for r in pre_gone for p in prompt.members(r) if p not in gone)
+            stays = sorted({*prompt.protected_members, *left})
+        else:
+            stays = prompt.protected_members
+        if not prompt.scattered:
+            between = {*prompt.protected_members, *(p for r in pre_gone for p in prompt.members(r))}
+    else:
+        groups = prompt.groups
+        seen: set[int] = set()
+        candidates = []
+        for number in plan.order:
+            root = groups[number].first
+            if root not in protected_roots and root not in pre_gone and root not in seen:
+                seen.add(root)
+                candidates.append(root)
+        stays = [p for p in range(len(prompt.messages)) if p not in gone and root_of.get(p, p) not in seen]
+    return stays, between, candidates, skip
+
+
+def _check_protected_fit(prompt: Prompt, budget: int) -> None:
+    """Raise :class:`TokenBudgetExceeded` where the protected groups alone do not fit ``budget``."""
+    protected = prompt.protected_members
+    if prompt.additive:
+        prompt.count(protected)
+        protected_total = (prompt.fixed if protected else 0) + sum(map(prompt.cost, protected))
+    else:
+        protected_total = prompt.fresh_count(protected)
+    if protected_total > budget:
+        raise TokenBudgetExceeded(protected_total, budget)
 
 
 def _span_without(span: range, between: set[int]) -> list[int]:
@@ -646,7 +668,7 @@ def _walk(
     longer fits are counted), a profile a batch at a time (a batch is tokenized on all cores)."""
     if prompt.additive:
         prompt.count(stays)
-        costs = prompt._costs
+        costs = prompt.counted
         total = sum(map(costs.__getitem__, stays))
         fixed = prompt.fixed
         if stays:
@@ -659,8 +681,8 @@ def _walk(
         # What the groups walked may spend: the budget less what stays and the fixed cost (charged with the
         # first group walked when nothing else stays). So the loop does one test and one subtraction a group.
         allowed = room = budget - total - fixed
-        if not prompt._profile:  # a plain callable: each group counted as it is walked, in one loop
-            # (Prompt.cost inlined, singletons apart: this loop runs once per message kept)
+        if not prompt.batch_counting:  # a plain callable: each group counted as it is walked, in one loop
+            # (Prompt.cost inlined: see "Speed notes" in docs/design.md)
             messages, counter = prompt.messages, cast(TokenCounter, prompt.counter)
             overhead, get_cost = prompt.per_message_overhead, costs.get
             for root in newest_first:
@@ -722,7 +744,7 @@ def build_result(
     # Every position is kept or removed: all are context-shift, then the kept ones fit.
     kept = list(map(messages.__getitem__, kept_positions))
     reasons = prompt.context_shift_reasons()
-    for message in kept:  # a plain loop: faster than ``update`` of a zip of the ids with ``repeat(FIT)``
+    for message in kept:  # a plain loop (see "Speed notes" in docs/design.md)
         reasons[message.id] = FIT
     codes = outcome.codes
     reasons.update(zip(ids_at(codes), codes.values(), strict=True))

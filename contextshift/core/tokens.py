@@ -13,6 +13,7 @@ import math
 import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from types import FunctionType
 from typing import Protocol, runtime_checkable
 
 from .messages import Message
@@ -346,6 +347,17 @@ def check_overhead(per_message_overhead: object) -> int:
     if per_message_overhead < 0:
         raise ValueError("per_message_overhead must not be negative")
     return per_message_overhead
+
+
+def is_profile(counter: object) -> bool:
+    """Whether ``counter`` is a :class:`TokenizerProfile` rather than a plain callable.
+
+    A plain function with no attributes of its own has none of a profile's members, so it is not one; only
+    another callable takes the (slower) runtime Protocol check (see "Speed notes" in docs/design.md).
+    """
+    if type(counter) is FunctionType and not counter.__dict__:
+        return False
+    return isinstance(counter, TokenizerProfile)
 
 
 def check_counter(counter: object) -> None:

@@ -17,13 +17,13 @@ never stack without bound), and its ``covers`` lists their covered ids followed 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
 from ..messages import Message
 from .layout import Counter, TextCounter, analyze, is_standing, is_summary, is_tool_result, text_counter
-from .records import SummaryRecord, record_is_empty, record_of, summary_covers, summary_workspaces
+from .records import Record, SummaryRecord, record_is_empty, record_of, summary_covers, summary_workspaces
 from .rendering import prompt_overhead_tokens, record_tokens, spans_workspaces
 
 #: Reason codes of a selection.
@@ -90,12 +90,7 @@ def select_fold(
     message stays raw like a current turn (so no fold ends inside an exchange that goes on beyond the part).
     A long session is then never read in full.
     """
-    if target_tokens is not None and (isinstance(target_tokens, bool) or target_tokens < 0):
-        raise ValueError("target_tokens must be a non-negative integer or None")
-    if isinstance(input_budget, bool) or not isinstance(input_budget, int) or input_budget < 1:
-        raise ValueError("input_budget must be a positive integer")
-    if isinstance(beyond, bool) or not isinstance(beyond, int) or beyond < 0:
-        raise ValueError("beyond must be a non-negative integer")
+    _check_arguments(target_tokens, input_budget, beyond)
     layout = analyze(history, counter)
     messages, costs, foldable, t = layout.messages, layout.costs, layout.foldable, layout.turn_start
     n = len(messages)
@@ -114,36 +109,15 @@ def select_fold(
     if target_tokens is not None and pressure <= target_tokens:
         return _noop(messages, costs, pressure, BELOW_TARGET, True)
 
-    multi = spans_workspaces(records)
-    group_cost: dict[int, int] = {}  # rendered cost of a group, counted only when needed
-
-    def cost_of(number: int) -> int:
-        if number not in group_cost:
-            group_cost[number] = record_tokens(records[number], count, with_header=multi)
-        return group_cost[number]
-
-    inside = [0] * (n + 2)  # cuts inside a foldable group's span would split it
-    for g in groups:
-        inside[g[0] + 1] += 1
-        inside[g[-1] + 1] -= 1
-    splits = list(accumulate(inside))
-    valid = [k == 0 or (splits[k] == 0 and (k == n or not is_tool_result(messages[k]))) for k in range(t + 1)]
-    raw = [costs[p] if foldable[p] and not is_summary(messages[p]) else 0 for p in range(n)]
-    remaining = [beyond] * (t + 1)  # remaining[k]: compactable raw tokens at positions k .. t-1, and beyond
-    for k in range(t - 1, -1, -1):
-        remaining[k] = remaining[k + 1] + raw[k]
+    cost_of = _lazy_group_costs(records, count)
+    valid = _valid_cuts(messages, groups, t)
+    remaining = _remaining(messages, costs, foldable, t, beyond)
 
     # The fold with cut k renders the groups that end before k; walk them in that order only until the
     # budget is spent (every later cut is over budget too), so a huge session is not rendered in full.
     budget = input_budget - prompt_overhead_tokens(count)
     by_end = sorted(range(len(groups)), key=lambda number: groups[number][-1])
-    over_from = n + 1  # the smallest cut whose fold exceeds the budget
-    spent = 0
-    for number in by_end:
-        spent += cost_of(number)
-        if spent > budget:
-            over_from = groups[number][-1] + 1
-            break
+    over_from = _first_over_budget(by_end, groups, cost_of, budget, n)
 
     cuts = [k for k in range(t + 1) if valid[k]]  # t is always valid: it is a user message or the end
     k_target = t if target_tokens is None else next((k for k in cuts if remaining[k] <= target_tokens), t)
@@ -154,18 +128,7 @@ def select_fold(
 
     fold = tuple(messages[p] for p in range(k) if foldable[p])
     keep = tuple(messages[p] for p in range(n) if p >= k or not foldable[p])
-    covers: list[str] = []
-    supersedes: list[str] = []
-    workspaces: list[str] = []
-    for message in fold:
-        if is_summary(message):
-            covers.extend(summary_covers(message))
-            supersedes.append(message.id)
-            workspaces.extend(summary_workspaces(message))
-        else:
-            covers.append(message.id)
-            if message.workspace:
-                workspaces.append(message.workspace)
+    covers, supersedes, workspaces = _provenance(fold)
     complete = k >= k_target and (remaining[k] <= target_tokens if target_tokens is not None else not beyond)
     return Selection(
         fold=fold,
@@ -178,7 +141,83 @@ def select_fold(
         complete=complete,
         reason=SELECTED if complete else BUDGET_LIMITED,
         oversized=input_tokens > budget,
-        covers=tuple(dict.fromkeys(covers)),
-        supersedes=tuple(supersedes),
-        workspaces=tuple(dict.fromkeys(workspaces)),
+        covers=covers,
+        supersedes=supersedes,
+        workspaces=workspaces,
     )
+
+
+def _lazy_group_costs(records: Sequence[Record], count: TextCounter) -> Callable[[int], int]:
+    """The rendered cost of a group by number, counted only when first asked for."""
+    multi = spans_workspaces(records)
+    group_cost: dict[int, int] = {}
+
+    def cost_of(number: int) -> int:
+        if number not in group_cost:
+            group_cost[number] = record_tokens(records[number], count, with_header=multi)
+        return group_cost[number]
+
+    return cost_of
+
+
+def _check_arguments(target_tokens: int | None, input_budget: int, beyond: int) -> None:
+    if target_tokens is not None and (isinstance(target_tokens, bool) or target_tokens < 0):
+        raise ValueError("target_tokens must be a non-negative integer or None")
+    if isinstance(input_budget, bool) or not isinstance(input_budget, int) or input_budget < 1:
+        raise ValueError("input_budget must be a positive integer")
+    if isinstance(beyond, bool) or not isinstance(beyond, int) or beyond < 0:
+        raise ValueError("beyond must be a non-negative integer")
+
+
+def _remaining(
+    messages: Sequence[Message], costs: Sequence[int], foldable: Sequence[bool], turn_start: int, beyond: int
+) -> list[int]:
+    """``remaining[k]``: the compactable raw tokens at positions k .. ``turn_start`` - 1, and ``beyond``."""
+    raw = [costs[p] if foldable[p] and not is_summary(messages[p]) else 0 for p in range(len(messages))]
+    remaining = [beyond] * (turn_start + 1)
+    for k in range(turn_start - 1, -1, -1):
+        remaining[k] = remaining[k + 1] + raw[k]
+    return remaining
+
+
+def _first_over_budget(
+    by_end: Sequence[int], groups: Sequence[Sequence[int]], cost_of: Callable[[int], int], budget: int, n: int
+) -> int:
+    """The smallest cut whose fold exceeds ``budget`` (``n`` + 1 if none), pricing groups in end order only
+    until the budget is spent."""
+    spent = 0
+    for number in by_end:
+        spent += cost_of(number)
+        if spent > budget:
+            return groups[number][-1] + 1
+    return n + 1
+
+
+def _valid_cuts(messages: Sequence[Message], groups: Sequence[Sequence[int]], turn_start: int) -> list[bool]:
+    """Where a fold may end, for each cut 0 .. ``turn_start``: never inside a foldable group's span (it would
+    split the group) and never just before a tool result (it would split it from its call)."""
+    n = len(messages)
+    inside = [0] * (n + 2)
+    for g in groups:
+        inside[g[0] + 1] += 1
+        inside[g[-1] + 1] -= 1
+    splits = list(accumulate(inside))
+    return [k == 0 or (splits[k] == 0 and (k == n or not is_tool_result(messages[k]))) for k in range(turn_start + 1)]
+
+
+def _provenance(fold: Sequence[Message]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """What a fold covers (message ids, through earlier summaries), the summaries it supersedes, and the
+    workspaces it spans, each in order and without repeats."""
+    covers: list[str] = []
+    supersedes: list[str] = []
+    workspaces: list[str] = []
+    for message in fold:
+        if is_summary(message):
+            covers.extend(summary_covers(message))
+            supersedes.append(message.id)
+            workspaces.extend(summary_workspaces(message))
+        else:
+            covers.append(message.id)
+            if message.workspace:
+                workspaces.append(message.workspace)
+    return tuple(dict.fromkeys(covers)), tuple(supersedes), tuple(dict.fromkeys(workspaces))
