@@ -67,11 +67,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache, lru_cache
+from typing import NamedTuple
 
 from .embedding import Embedder, similarities
 from .groups import build_groups
 from .messages import Message, link_ids
-from .relevance import bm25_term_matrix, terms
+from .relevance import bm25_from_counts, terms
 from .request import StrategyRequest
 from .shifting import Prompt, Removal, ShiftResult, Truncation, build_result, excluded_note, shift_prompt
 from .vocabulary import RECALLED, SUMMARIZED
@@ -275,6 +276,44 @@ def _sentences(document: str) -> tuple[str, ...]:
     return tuple(s for s in _SENTENCE.split(document.replace("_", " ")) if s.strip())
 
 
+def _speakers(prompt: Prompt, number: int) -> frozenset[str]:
+    """The words of the names of a group's authors (``Message.name``), as BM25 sees them."""
+    names = {prompt.messages[p].name for p in prompt.groups[number].members}
+    return _name_terms(" ".join(sorted(n for n in names if n)))
+
+
+@lru_cache(maxsize=1 << 10)
+def _name_terms(names: str) -> frozenset[str]:
+    return frozenset(terms([names])[0]) if names else frozenset()
+
+
+class _Document(NamedTuple):
+    """A group's text analysed once (the last 16k are kept: a turn scores the same history as the last)."""
+
+    sentences: tuple[str, ...]
+    #: Each sentence's words as BM25 sees them, how many, and per word the sentences (and counts) it is in.
+    words: tuple[frozenset[str], ...]
+    lengths: tuple[int, ...]
+    postings: dict[str, tuple[tuple[int, int], ...]]
+
+
+@lru_cache(maxsize=1 << 14)
+def _document(document: str) -> _Document:
+    sentences = _sentences(document)
+    analysed = terms(list(sentences))
+    postings: dict[str, dict[int, int]] = {}
+    for at, words in enumerate(analysed):
+        for word in words:
+            seen = postings.setdefault(word, {})
+            seen[at] = seen.get(at, 0) + 1
+    return _Document(
+        sentences,
+        tuple(frozenset(words) for words in analysed),
+        tuple(len(words) for words in analysed),
+        {word: tuple(seen.items()) for word, seen in postings.items()},
+    )
+
+
 class _Scores:
     """BM25 scores of every unprotected group of a prompt, term by term of the query."""
 
@@ -283,18 +322,46 @@ class _Scores:
         self.numbers = [n for n, g in enumerate(prompt.groups) if not g.protected]
         documents = ["\n".join(prompt.messages[p].text for p in prompt.groups[n].members) for n in self.numbers]
         # Sentences are scored, not whole groups: a fact is a sentence that holds the query's words together.
-        owners: list[int] = []
-        sentences: list[str] = []
-        for n, document in zip(self.numbers, documents, strict=True):
-            split = _sentences(document)
-            owners.extend([n] * len(split))
-            sentences.extend(split)
-        analysed_sentences = terms(sentences)
+        # Who said it is a term of each of its sentences that holds a word of the query: "What does Melanie
+        # paint?" ranks Melanie's own turns about painting (which rarely name her) above Caroline's (the
+        # speaker is the message's ``name``, as a multi-party chat carries it).
         words = sorted(self.query)
-        matrix = bm25_term_matrix(words, analysed_sentences, length_weight=LENGTH_WEIGHT)
+        row = {t: k for k, t in enumerate(words)}
+        owners: list[int] = []
+        analysed: list[_Document] = []
+        lengths: list[int] = []
+        cells: list[tuple[int, int, int]] = []  # (query word, sentence, count)
+        for n, document in zip(self.numbers, documents, strict=True):
+            known = _document(document)
+            offset = len(owners)
+            owners.extend([n] * len(known.sentences))
+            analysed.append(known)
+            lengths.extend(known.lengths)
+            hits = [(row[t], at, c) for t in words if t in known.postings for at, c in known.postings[t]]
+            if not hits:
+                continue
+            speaker = _speakers(prompt, n)
+            for at in sorted({at for _, at, _ in hits}) if speaker else ():
+                lengths[offset + at] += len(speaker)
+                for t in speaker:
+                    k = row.get(t)
+                    if k is not None:
+                        hits.append((k, at, 1))
+            cells.extend((k, offset + at, c) for k, at, c in hits)
+        import numpy as np  # lazily: ``import contextshift`` stays light
+
+        counts = np.zeros((len(words), len(owners)), dtype=np.float32)
+        for k, at, c in cells:
+            counts[k, at] += c
+        matrix = bm25_from_counts(counts, np.array(lengths, dtype=np.int64), length_weight=LENGTH_WEIGHT)
+        sentences = len(owners)
+        starts: dict[int, int] = {}
+        for at, n in enumerate(owners):
+            starts.setdefault(n, at)
+        by_group = dict(zip(self.numbers, analysed, strict=True))
         # The query's rare words (few sentences hold them: names, codes) say what it is about; a
         # sentence is worth recalling while it holds one that no chosen sentence held.
-        limit = max(RARE_SENTENCES, RARE_SHARE * len(sentences))
+        limit = max(RARE_SENTENCES, RARE_SHARE * sentences)
         positive = matrix > 0
         self.sentence_frequency = {t: int(df) for t, df in zip(words, positive.sum(axis=1), strict=True)}
         self.rare = frozenset(t for t, df in self.sentence_frequency.items() if 0 < df <= limit)
@@ -303,17 +370,18 @@ class _Scores:
         self.sentence_words: dict[int, list[frozenset[str]]] = {n: [] for n in self.numbers}
         self.sentence_text: dict[int, list[str]] = {n: [] for n in self.numbers}
         # Only the (sentence, query word) pairs that score, sentence by sentence, words in query order.
-        import numpy as np  # lazily: ``import contextshift`` stays light
-
         sentence_of, word_of = np.nonzero(positive.T)
         values = matrix.T[sentence_of, word_of].tolist()
         matched: dict[str, float] = {}
         for at, (index, k) in enumerate(zip(sentence_of.tolist(), word_of.tolist(), strict=True)):
             matched[words[k]] = values[at]
             if at + 1 == len(values) or sentence_of[at + 1] != index:  # the sentence's last scoring word
-                self.term_scores[owners[index]].append(matched)
-                self.sentence_words[owners[index]].append(frozenset(analysed_sentences[index]))
-                self.sentence_text[owners[index]].append(sentences[index])
+                owner = owners[index]
+                local = index - starts[owner]
+                known = by_group[owner]
+                self.term_scores[owner].append(matched)
+                self.sentence_words[owner].append(known.words[local] | _speakers(prompt, owner))
+                self.sentence_text[owner].append(known.sentences[local])
                 matched = {}
         #: Per group, each matching sentence's score (the sum over its query words).
         self.sums = {n: [sum(m.values()) for m in self.term_scores[n]] for n in self.numbers}
