@@ -3,8 +3,11 @@
 1. The prompt is shifted exactly as ``truncate`` shifts it (oldest unprotected tool groups leave first).
 2. Every unprotected tool group is cut into sentences; BM25 (``bm25s``' formula) scores each sentence
    against the current input (words lower-cased, stop words and question words dropped, stemmed), and a
-   group is worth its best sentence, relative to the best group of the prompt. With an embedder, a group is
-   also as similar in meaning as its most similar sentence.
+   group is worth its best sentence, relative to the best group of the prompt. Who said a turn (its
+   ``name``, as a multi-party chat carries its speakers) is a word of each of its sentences that holds a
+   query word: "What does Melanie paint?" ranks Melanie's turn "I painted a sunrise" above Caroline's "I
+   painted my bedroom", though neither names its speaker; a turn of hers about lunch stays unmatched. With
+   an embedder, a group is also as similar in meaning as its most similar sentence.
 3. An excluded statement is *superseded* by a later one (not a question) about the same subject: the later
    one holds every query word the earlier matched, most of its words, and all of its names (words written
    with a capital past the sentence's first word, or in capitals; when it has none, all its words but the
