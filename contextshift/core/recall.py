@@ -3,11 +3,8 @@
 1. The prompt is shifted exactly as ``truncate`` shifts it (oldest unprotected tool groups leave first).
 2. Every unprotected tool group is cut into sentences; BM25 (``bm25s``' formula) scores each sentence
    against the current input (words lower-cased, stop words and question words dropped, stemmed), and a
-   group is worth its best sentence, relative to the best group of the prompt. Who said a turn (its
-   ``name``, as a multi-party chat carries its speakers) is a word of each of its sentences that holds a
-   query word: "What does Melanie paint?" ranks Melanie's turn "I painted a sunrise" above Caroline's "I
-   painted my bedroom", though neither names its speaker; a turn of hers about lunch stays unmatched. With
-   an embedder, a group is also as similar in meaning as its most similar sentence.
+   group is worth its best sentence, relative to the best group of the prompt. With an embedder, a group is
+   also as similar in meaning as its most similar sentence.
 3. An excluded statement is *superseded* by a later one (not a question) about the same subject: the later
    one holds every query word the earlier matched, most of its words, and all of its names (words written
    with a capital past the sentence's first word, or in capitals; when it has none, all its words but the
@@ -280,17 +277,6 @@ def _sentences(document: str) -> tuple[str, ...]:
     return tuple(s for s in _SENTENCE.split(document.replace("_", " ")) if s.strip())
 
 
-def _speakers(prompt: Prompt, number: int) -> frozenset[str]:
-    """The words of the names of a group's authors (``Message.name``), as BM25 sees them."""
-    names = {prompt.messages[p].name for p in prompt.groups[number].members}
-    return _name_terms(" ".join(sorted(n for n in names if n)))
-
-
-@lru_cache(maxsize=1 << 10)
-def _name_terms(names: str) -> frozenset[str]:
-    return frozenset(terms([names])[0]) if names else frozenset()
-
-
 class _Document(NamedTuple):
     """A group's text analysed once (the last 16k are kept: a turn scores the same history as the last)."""
 
@@ -327,16 +313,14 @@ class _Scores:
         self.numbers = [n for n, g in enumerate(groups) if not g.protected]
         documents = ["\n".join(messages[p].text for p in groups[n].members) for n in self.numbers]
         # Sentences are scored, not whole groups: a fact is a sentence that holds the query's words together.
-        # Who said it is a term of each of its sentences that holds a word of the query: "What does Melanie
-        # paint?" ranks Melanie's own turns about painting (which rarely name her) above Caroline's (the
-        # speaker is the message's ``name``, as a multi-party chat carries it). Each group's text is analysed
-        # once (``_document``): a shift looks up the query's words, it does not read every sentence.
+        # Each group's text is analysed once (``_document``): a shift looks up the query's words in it, it
+        # does not read every sentence.
         words = sorted(self.query)
         row = {t: k for k, t in enumerate(words)}
         lengths: list[int] = []
         cells: list[tuple[int, int, int]] = []  # (query word, sentence, count)
-        #: The groups that hold a word of the query: their analysis, their first sentence's index, speakers.
-        found: dict[int, tuple[_Document, int, frozenset[str]]] = {}
+        #: The groups that hold a word of the query: their analysis and their first sentence's index.
+        found: dict[int, tuple[_Document, int]] = {}
         for n, document in zip(self.numbers, documents, strict=True):
             known = _document(document)
             offset = len(lengths)
@@ -345,14 +329,7 @@ class _Scores:
             hits = [(row[t], at, c) for t in words if t in postings for at, c in postings[t]]
             if not hits:
                 continue
-            speaker = _speakers(prompt, n)
-            found[n] = (known, offset, speaker)
-            for at in sorted({at for _, at, _ in hits}) if speaker else ():
-                lengths[offset + at] += len(speaker)
-                for t in speaker:
-                    k = row.get(t)
-                    if k is not None:
-                        hits.append((k, at, 1))
+            found[n] = (known, offset)
             cells.extend((k, offset + at, c) for k, at, c in hits)
         import numpy as np  # lazily: ``import contextshift`` stays light
 
@@ -360,7 +337,7 @@ class _Scores:
         for k, at, c in cells:
             counts[k, at] += c
         matrix = bm25_from_counts(counts, np.array(lengths, dtype=np.int64), length_weight=LENGTH_WEIGHT)
-        owner_of = {offset + at: n for n, (known, offset, _) in found.items() for at in range(len(known.lengths))}
+        owner_of = {offset + at: n for n, (known, offset) in found.items() for at in range(len(known.lengths))}
         # The query's rare words (few sentences hold them: names, codes) say what it is about; a
         # sentence is worth recalling while it holds one that no chosen sentence held.
         limit = max(RARE_SENTENCES, RARE_SHARE * len(lengths))
@@ -380,9 +357,9 @@ class _Scores:
             matched[words[k]] = values[at]
             if at + 1 == len(values) or sentence_of[at + 1] != index:  # the sentence's last scoring word
                 owner = owner_of[index]
-                known, offset, speaker = found[owner]
+                known, offset = found[owner]
                 self.term_scores[owner].append(matched)
-                self.sentence_words[owner].append(known.words[index - offset] | speaker)
+                self.sentence_words[owner].append(known.words[index - offset])
                 self.sentence_text[owner].append(known.sentences[index - offset])
                 matched = {}
         matching = sorted(self.term_scores)
