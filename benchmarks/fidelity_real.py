@@ -12,8 +12,9 @@ annotated with the turns that hold its answer. Only the development half (five c
 carries aggregate numbers only. When the file is absent the benchmark says so and exits 0.
 
 Each conversation becomes a chat: a system prompt first, then every turn in order, speaker A as ``user``
-and speaker B as ``assistant``, the session's date before its first turn ("[8 May 2023, 1:56 pm] ..."), a
-shared photo's caption as text ("... [shares a photo: a dog on a beach]"). Each question of categories 1-4
+and speaker B as ``assistant``, each turn's speaker as its author (the message's ``name``), the session's
+date before its first turn ("[8 May 2023, 1:56 pm] ..."), a shared photo's caption as text ("... [shares a
+photo: a dog on a beach]"). Each question of categories 1-4
 (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop; 5 is unanswerable from the chat and left out) is the
 current input (``source="input"``), shifted on its own.
 
@@ -147,7 +148,8 @@ def load_chats(path: Path) -> list[Chat]:
                 if index == 0 and date:
                     text = f"[{date}] {text}"
                 role: Literal["user", "assistant"] = "user" if turn["speaker"] == speaker_a else "assistant"
-                turns.append(Message(role=role, content=text, id=str(turn["dia_id"])))
+                speaker = str(turn["speaker"])  # a multi-party chat's author, as the OpenAI format carries it
+                turns.append(Message(role=role, content=text, id=str(turn["dia_id"]), name=speaker))
         known = {m.id for m in turns}
         questions: list[Question] = []
         skipped = 0
@@ -386,7 +388,7 @@ async def _compare(chats: Sequence[Chat], per_category: int | None, fraction: fl
                     bot = await repos.bots.create(name="bench", chat_model_id=model.id, context_strategy="recall")
                     stored = await repos.chats.create(bot_id=bot.id, title=chat.name)
                     rows = await repos.messages.append_many(
-                        stored.id, [{"role": m.role, "content": m.content} for m in chat.turns]
+                        stored.id, [{"role": m.role, "content": m.content, "name": m.name} for m in chat.turns]
                     )
                     dia = {row.id: turn.id for row, turn in zip(rows, chat.turns, strict=True)}
                     chat_id = stored.id

@@ -64,14 +64,16 @@ from __future__ import annotations
 
 import heapq
 import re
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache, lru_cache
+from typing import NamedTuple
 
 from .embedding import Embedder, similarities
 from .groups import build_groups
 from .messages import Message, link_ids
-from .relevance import bm25_term_matrix, terms
+from .relevance import bm25_from_counts, terms
 from .request import StrategyRequest
 from .shifting import Prompt, Removal, ShiftResult, Truncation, build_result, excluded_note, shift_prompt
 from .vocabulary import RECALLED, SUMMARIZED
@@ -275,58 +277,105 @@ def _sentences(document: str) -> tuple[str, ...]:
     return tuple(s for s in _SENTENCE.split(document.replace("_", " ")) if s.strip())
 
 
+class _Document(NamedTuple):
+    """A group's text analysed once (the last 16k are kept: a turn scores the same history as the last)."""
+
+    sentences: tuple[str, ...]
+    #: Each sentence's words as BM25 sees them, how many, and per word the sentences (and counts) it is in.
+    words: tuple[frozenset[str], ...]
+    lengths: tuple[int, ...]
+    postings: dict[str, tuple[tuple[int, int], ...]]
+
+
+@lru_cache(maxsize=1 << 14)
+def _document(document: str) -> _Document:
+    sentences = _sentences(document)
+    analysed = terms(list(sentences))
+    postings: dict[str, dict[int, int]] = {}
+    for at, words in enumerate(analysed):
+        for word in words:
+            seen = postings.setdefault(word, {})
+            seen[at] = seen.get(at, 0) + 1
+    return _Document(
+        sentences,
+        tuple(frozenset(words) for words in analysed),
+        tuple(len(words) for words in analysed),
+        {word: tuple(seen.items()) for word, seen in postings.items()},
+    )
+
+
 class _Scores:
     """BM25 scores of every unprotected group of a prompt, term by term of the query."""
 
     def __init__(self, prompt: Prompt, query: str) -> None:
         self.query = frozenset(query_words(query))
-        self.numbers = [n for n, g in enumerate(prompt.groups) if not g.protected]
-        documents = ["\n".join(prompt.messages[p].text for p in prompt.groups[n].members) for n in self.numbers]
+        groups, messages = prompt.groups, prompt.messages
+        self.numbers = [n for n, g in enumerate(groups) if not g.protected]
+        documents = ["\n".join(messages[p].text for p in groups[n].members) for n in self.numbers]
         # Sentences are scored, not whole groups: a fact is a sentence that holds the query's words together.
-        owners: list[int] = []
-        sentences: list[str] = []
-        for n, document in zip(self.numbers, documents, strict=True):
-            split = _sentences(document)
-            owners.extend([n] * len(split))
-            sentences.extend(split)
-        analysed_sentences = terms(sentences)
+        # Each group's text is analysed once (``_document``): a shift looks up the query's words in it, it
+        # does not read every sentence.
         words = sorted(self.query)
-        matrix = bm25_term_matrix(words, analysed_sentences, length_weight=LENGTH_WEIGHT)
+        row = {t: k for k, t in enumerate(words)}
+        lengths: list[int] = []
+        cells: list[tuple[int, int, int]] = []  # (query word, sentence, count)
+        #: The groups that hold a word of the query: their analysis and their first sentence's index.
+        found: dict[int, tuple[_Document, int]] = {}
+        for n, document in zip(self.numbers, documents, strict=True):
+            known = _document(document)
+            offset = len(lengths)
+            lengths.extend(known.lengths)
+            postings = known.postings
+            hits = [(row[t], at, c) for t in words if t in postings for at, c in postings[t]]
+            if not hits:
+                continue
+            found[n] = (known, offset)
+            cells.extend((k, offset + at, c) for k, at, c in hits)
+        import numpy as np  # lazily: ``import contextshift`` stays light
+
+        counts = np.zeros((len(words), len(lengths)), dtype=np.float32)
+        for k, at, c in cells:
+            counts[k, at] += c
+        matrix = bm25_from_counts(counts, np.array(lengths, dtype=np.int64), length_weight=LENGTH_WEIGHT)
+        owner_of = {offset + at: n for n, (known, offset) in found.items() for at in range(len(known.lengths))}
         # The query's rare words (few sentences hold them: names, codes) say what it is about; a
         # sentence is worth recalling while it holds one that no chosen sentence held.
-        limit = max(RARE_SENTENCES, RARE_SHARE * len(sentences))
+        limit = max(RARE_SENTENCES, RARE_SHARE * len(lengths))
         positive = matrix > 0
         self.sentence_frequency = {t: int(df) for t, df in zip(words, positive.sum(axis=1), strict=True)}
         self.rare = frozenset(t for t, df in self.sentence_frequency.items() if 0 < df <= limit)
-        #: Per group, each of its sentences' scores by query word, and its words (only sentences that match).
-        self.term_scores: dict[int, list[dict[str, float]]] = {n: [] for n in self.numbers}
-        self.sentence_words: dict[int, list[frozenset[str]]] = {n: [] for n in self.numbers}
-        self.sentence_text: dict[int, list[str]] = {n: [] for n in self.numbers}
+        #: Per group, each of its sentences' scores by query word, and its words (only sentences that match;
+        #: a group with none has an empty list, made when first asked for).
+        self.term_scores: defaultdict[int, list[dict[str, float]]] = defaultdict(list)
+        self.sentence_words: defaultdict[int, list[frozenset[str]]] = defaultdict(list)
+        self.sentence_text: defaultdict[int, list[str]] = defaultdict(list)
         # Only the (sentence, query word) pairs that score, sentence by sentence, words in query order.
-        import numpy as np  # lazily: ``import contextshift`` stays light
-
         sentence_of, word_of = np.nonzero(positive.T)
         values = matrix.T[sentence_of, word_of].tolist()
         matched: dict[str, float] = {}
         for at, (index, k) in enumerate(zip(sentence_of.tolist(), word_of.tolist(), strict=True)):
             matched[words[k]] = values[at]
             if at + 1 == len(values) or sentence_of[at + 1] != index:  # the sentence's last scoring word
-                self.term_scores[owners[index]].append(matched)
-                self.sentence_words[owners[index]].append(frozenset(analysed_sentences[index]))
-                self.sentence_text[owners[index]].append(sentences[index])
+                owner = owner_of[index]
+                known, offset = found[owner]
+                self.term_scores[owner].append(matched)
+                self.sentence_words[owner].append(known.words[index - offset])
+                self.sentence_text[owner].append(known.sentences[index - offset])
                 matched = {}
+        matching = sorted(self.term_scores)
         #: Per group, each matching sentence's score (the sum over its query words).
-        self.sums = {n: [sum(m.values()) for m in self.term_scores[n]] for n in self.numbers}
-        totals = {n: max(self.sums[n], default=0.0) for n in self.numbers}
+        self.sums = {n: [sum(m.values()) for m in self.term_scores[n]] for n in matching}
+        totals = {n: max(self.sums[n]) for n in matching}
         best = max(totals.values(), default=0.0)
-        #: A group's score relative to the best group of the prompt, in 0..1.
-        self.relevance = {n: (totals[n] / best if best > 0 else 0.0) for n in self.numbers}
+        #: A group's score relative to the best group of the prompt, in 0..1 (0 when it matches nothing).
+        self.relevance: defaultdict[int, float] = defaultdict(float)
+        self.relevance.update({n: (totals[n] / best if best > 0 else 0.0) for n in matching})
         self.best = best
         self.questions = {n for n, text in zip(self.numbers, documents, strict=True) if text.rstrip().endswith("?")}
         self._superseded: dict[int, bool] = {}
         self.frequency: dict[str, int] = {}
         self.containing: dict[str, list[int]] = {}
-        for n in self.numbers:  # the query's words each group holds (in some sentence)
+        for n in matching:  # the query's words each group holds (in some sentence)
             for word in sorted({t for matched in self.term_scores[n] for t in matched}):
                 self.frequency[word] = self.frequency.get(word, 0) + 1
                 self.containing.setdefault(word, []).append(n)

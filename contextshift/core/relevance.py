@@ -134,9 +134,24 @@ def bm25_term_matrix(
             k = row.get(word)
             if k is not None:
                 counts[k, column] += 1
-    lengths = np.array([len(d) for d in corpus])
+    return bm25_from_counts(counts, np.array([len(d) for d in corpus]), length_weight=length_weight)
+
+
+def bm25_from_counts(
+    counts: np.ndarray[Any, np.dtype[np.float32]],
+    lengths: np.ndarray[Any, np.dtype[Any]],
+    *,
+    length_weight: float = 0.75,
+) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """:func:`bm25_term_matrix` from the counts already made: ``counts[k, d]`` how often query term ``k`` is
+    in document ``d`` (float32), ``lengths[d]`` how many words document ``d`` has (integers)."""
+    import numpy as np
+
+    scores = np.zeros(counts.shape, dtype=np.float32)
+    if not counts.size or not lengths.any():
+        return scores
     average = lengths.mean()
-    documents = len(corpus)
+    documents = counts.shape[1]
     frequency = (counts > 0).sum(axis=1)
     idf = np.array(
         [math.log(1 + (documents - df + 0.5) / (df + 0.5)) if df else 0.0 for df in frequency.tolist()],
