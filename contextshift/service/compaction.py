@@ -286,7 +286,7 @@ class Compactor:
         reach = READ_AHEAD * max(1, input_budget(summarizer.window, count=profile.count)) if bounded else None
         tail = sync_reach(chat_window) + 1 if chat_window is not None else 1
         for _ in range(limit):
-            history = await self._history(chat_id, profile, reach=reach, tail=tail)
+            history = await read_pass_history(self.db, chat_id, profile, reach=reach, tail=tail)
             if history.version is None:
                 break
             target: int | None = None
@@ -331,37 +331,6 @@ class Compactor:
             detail = f", {reason}" if reason else ""
             log.info("compaction of chat %s: a pass failed (%s%s)", chat_id, error_code, detail)
         return Outcome(status, summary_text, folded, entry.id, error_code, reason, committed, failed)
-
-    async def _history(self, chat_id: str, profile: TokenizerProfile, *, reach: int | None, tail: int) -> PassHistory:
-        """The chat's history version and its raw messages with summaries in place, read once per pass.
-
-        With ``reach``, a long history is not read in full: only its oldest raw messages until their text
-        passes ``reach`` tokens (a pass folds no more than the summarizer takes), and its newest ones until
-        their compactable tokens pass ``tail`` (what the triggers and the target need), which give
-        ``beyond``. When the two meet, the history is read whole and ``beyond`` is 0.
-
-        A read-only session: on SQLite a write session holds the process's write lock for the whole read,
-        and every other chat's turn would wait for a long history to load (the commit checks the version).
-        """
-        async with self.db.session(write=False) as session:
-            repos = Repositories(session)
-            version = await repos.compaction.history_version(chat_id)
-            summaries = await repos.compaction.active_summaries(chat_id)
-            rows, more = await _oldest(repos, chat_id, profile, reach)
-            beyond = 0
-            if more:
-                window = await repos.messages.recent_window(
-                    chat_id, profile.name, tail, profile.count, store_counts=False
-                )
-                newest = [r for r in window.rows if r.seq > rows[-1].seq and not is_command(r)]
-                oldest_newest = min((r.seq for r in window.rows if not r.pinned), default=0)
-                if window.has_more and oldest_newest > rows[-1].seq:
-                    # At least 1: the pass must know the history goes on (and fold no current turn of it).
-                    beyond = max(1, await asyncio.to_thread(compactable_tokens, merge(newest, []), profile))
-                    summaries = [s for s in summaries if s.anchor_seq <= rows[-1].seq]  # the rest's stay out
-                else:  # the newest reach back into the oldest part: the rest is short, read it all
-                    rows += (await _oldest(repos, chat_id, profile, None, after=rows[-1].seq))[0]
-        return PassHistory(version, await asyncio.to_thread(merge, rows, summaries), beyond)
 
     async def _one_pass(
         self,
@@ -422,6 +391,38 @@ class PassHistory:
     version: int | None
     messages: list[Message]
     beyond: int = 0
+
+
+async def read_pass_history(
+    db: Database, chat_id: str, profile: TokenizerProfile, *, reach: int | None, tail: int
+) -> PassHistory:
+    """The chat's history version and its raw messages with summaries in place, read once per pass.
+
+    With ``reach``, a long history is not read in full: only its oldest raw messages until their text
+    passes ``reach`` tokens (a pass folds no more than the summarizer takes), and its newest ones until
+    their compactable tokens pass ``tail`` (what the triggers and the target need), which give
+    ``beyond``. When the two meet, the history is read whole and ``beyond`` is 0.
+
+    A read-only session: on SQLite a write session holds the process's write lock for the whole read,
+    and every other chat's turn would wait for a long history to load (the commit checks the version).
+    """
+    async with db.session(write=False) as session:
+        repos = Repositories(session)
+        version = await repos.compaction.history_version(chat_id)
+        summaries = await repos.compaction.active_summaries(chat_id)
+        rows, more = await _oldest(repos, chat_id, profile, reach)
+        beyond = 0
+        if more:
+            window = await repos.messages.recent_window(chat_id, profile.name, tail, profile.count, store_counts=False)
+            newest = [r for r in window.rows if r.seq > rows[-1].seq and not is_command(r)]
+            oldest_newest = min((r.seq for r in window.rows if not r.pinned), default=0)
+            if window.has_more and oldest_newest > rows[-1].seq:
+                # At least 1: the pass must know the history goes on (and fold no current turn of it).
+                beyond = max(1, await asyncio.to_thread(compactable_tokens, merge(newest, []), profile))
+                summaries = [s for s in summaries if s.anchor_seq <= rows[-1].seq]  # the rest's stay out
+            else:  # the newest reach back into the oldest part: the rest is short, read it all
+                rows += (await _oldest(repos, chat_id, profile, None, after=rows[-1].seq))[0]
+    return PassHistory(version, await asyncio.to_thread(merge, rows, summaries), beyond)
 
 
 async def _oldest(

@@ -57,6 +57,59 @@ def _refusal_of(code: str) -> Refusal:
     return Refusal.UPSTREAM_TIMEOUT if code == PROVIDER_TIMEOUT else Refusal.UPSTREAM_FAILED
 
 
+async def warm_counts(
+    db: Database, counting: ServerCounting, chat_id: str, content: str, max_tokens: int | None
+) -> None:
+    """Fetch the server's counts of the coming prompt in a read-only pass, so that the turn's own
+    transaction (which holds the write lock) makes no tokenize call."""
+    async with db.session(write=False) as session:
+        repos = Repositories(session)
+        chat, bot = await chat_and_bot(repos, chat_id)
+        model, provider = await resolve_model(repos, bot, chat)
+        if await counting.tokenizer_for(model, provider, profile_for(model)) is None:
+            return
+        turn = await load_turn(
+            repos, bot=bot, chat=chat, draft=content, max_tokens=max_tokens, preview=True, server_counting=counting
+        )
+        with contextlib.suppress(TokenBudgetExceeded):
+            await run_counted(turn.request, turn.server, counting)
+        await session.rollback()
+
+
+async def preview_turn(
+    db: Database,
+    counting: ServerCounting,
+    *,
+    chat_id: str | None,
+    bot_id: str | None,
+    draft: str,
+    max_tokens: int | None,
+) -> dict[str, Any]:
+    """The prompt a turn would send now, built in a read-only session that is rolled back (A5)."""
+    async with db.session(write=False) as session:  # a preview only reads (A5)
+        repos = Repositories(session)
+        chat: ChatRow | None = None
+        if chat_id is not None:
+            chat = await repos.chats.get(chat_id)
+            if chat is None:
+                raise not_found("chat", chat_id)
+            bot_id = chat.bot_id
+        if bot_id is None:
+            raise ServiceError(
+                Refusal.UNPROCESSABLE, "VALIDATION", "Give chat_id or bot_id.", fields=["chat_id", "bot_id"]
+            )
+        bot = await repos.bots.get(bot_id)
+        if bot is None:
+            raise not_found("bot", bot_id)
+        turn = await load_turn(
+            repos, bot=bot, chat=chat, draft=draft, max_tokens=max_tokens, preview=True, server_counting=counting
+        )
+        try:
+            return preview_payload(turn, await run_counted(turn.request, turn.server, counting))
+        finally:
+            await session.rollback()  # a preview writes nothing (A5)
+
+
 class Generations:
     """Runs generations and previews against one database."""
 
@@ -98,23 +151,6 @@ class Generations:
         self.server_counting.client = self.client_options.get("http_client")
         return self.server_counting
 
-    async def _warm_counts(self, chat_id: str, content: str, max_tokens: int | None) -> None:
-        """Fetch the server's counts of the coming prompt in a read-only pass, so that the turn's own
-        transaction (which holds the write lock) makes no tokenize call."""
-        counting = self.counting
-        async with self.db.session(write=False) as session:
-            repos = Repositories(session)
-            chat, bot = await chat_and_bot(repos, chat_id)
-            model, provider = await resolve_model(repos, bot, chat)
-            if await counting.tokenizer_for(model, provider, profile_for(model)) is None:
-                return
-            turn = await load_turn(
-                repos, bot=bot, chat=chat, draft=content, max_tokens=max_tokens, preview=True, server_counting=counting
-            )
-            with contextlib.suppress(TokenBudgetExceeded):
-                await run_counted(turn.request, turn.server, counting)
-            await session.rollback()
-
     async def _compact_before_send(self, chat_id: str) -> str | None:
         """C2: a synchronous pass at 75%; a failure is logged and the turn goes on (shifting still fits it).
         A diagnostic for the audit when the turn goes on without the pass (N5: another one ran too long)."""
@@ -152,29 +188,10 @@ class Generations:
     async def preview(
         self, *, chat_id: str | None, bot_id: str | None, draft: str, max_tokens: int | None
     ) -> dict[str, Any]:
-        async with self.db.session(write=False) as session:  # a preview only reads (A5)
-            repos = Repositories(session)
-            chat: ChatRow | None = None
-            if chat_id is not None:
-                chat = await repos.chats.get(chat_id)
-                if chat is None:
-                    raise not_found("chat", chat_id)
-                bot_id = chat.bot_id
-            if bot_id is None:
-                raise ServiceError(
-                    Refusal.UNPROCESSABLE, "VALIDATION", "Give chat_id or bot_id.", fields=["chat_id", "bot_id"]
-                )
-            bot = await repos.bots.get(bot_id)
-            if bot is None:
-                raise not_found("bot", bot_id)
-            counting = self.counting
-            turn = await load_turn(
-                repos, bot=bot, chat=chat, draft=draft, max_tokens=max_tokens, preview=True, server_counting=counting
-            )
-            try:
-                return preview_payload(turn, await run_counted(turn.request, turn.server, counting))
-            finally:
-                await session.rollback()  # a preview writes nothing (A5)
+        """A5: :func:`preview_turn` on this service's database and server tokenizers."""
+        return await preview_turn(
+            self.db, self.counting, chat_id=chat_id, bot_id=bot_id, draft=draft, max_tokens=max_tokens
+        )
 
     # -- generation ---------------------------------------------------------------------------------------
 
@@ -214,7 +231,7 @@ class Generations:
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
         note = await self._compact_before_send(chat_id)
-        await self._warm_counts(chat_id, content or "", max_tokens)
+        await warm_counts(self.db, self.counting, chat_id, content or "", max_tokens)
         counting = self.counting
         async with self.db.session() as session:
             repos = Repositories(session)
@@ -389,4 +406,4 @@ class Generations:
         yield call.done
 
 
-__all__ = ["ClientFactory", "Done", "Failed", "GenerationEvent", "Generations", "Token"]
+__all__ = ["ClientFactory", "Done", "Failed", "GenerationEvent", "Generations", "Token", "preview_turn", "warm_counts"]

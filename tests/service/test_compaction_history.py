@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextshift.service.compaction import HISTORY_PAGE, Compactor
+from contextshift.service.compaction import HISTORY_PAGE, read_pass_history
 from contextshift.storage import Database, Repositories
 from contextshift.tokenizers import get_tokenizer
 from tests.databases import Backend, backend, pg_database
@@ -33,16 +33,15 @@ async def test_a_pass_reads_the_oldest_part_and_counts_the_newest_as_beyond(back
     await db.start()
     try:
         chat_id = await _chat(db)
-        compactor = Compactor(db)
         profile = get_tokenizer("gpt-4o")
-        part = await compactor._history(chat_id, profile, reach=2_000, tail=5_000)
-        whole = await compactor._history(chat_id, profile, reach=None, tail=5_000)
+        part = await read_pass_history(db, chat_id, profile, reach=2_000, tail=5_000)
+        whole = await read_pass_history(db, chat_id, profile, reach=None, tail=5_000)
         assert part.version == whole.version is not None
         assert len(whole.messages) == CHAT and whole.beyond == 0
         assert len(part.messages) == HISTORY_PAGE  # 2,000 tokens are passed within the first page
         assert [m.id for m in part.messages] == [m.id for m in whole.messages[:HISTORY_PAGE]]
         assert 5_000 < part.beyond < 8_000  # the newest messages' compactable tokens, just past the tail asked
-        near = await compactor._history(chat_id, profile, reach=2_000, tail=200_000)  # the two reads meet
+        near = await read_pass_history(db, chat_id, profile, reach=2_000, tail=200_000)  # the two reads meet
         assert [m.id for m in near.messages] == [m.id for m in whole.messages] and near.beyond == 0
     finally:
         await db.close()

@@ -20,7 +20,8 @@ from ..errors import InvalidValue
 from ..tables import MessageRow, SummaryRow
 from ._common import integer, text_value
 from .convert import check_json
-from .messages import MessageRepository, _total, _version_of, add_counts
+from .messages import MessageRepository, _total, add_counts
+from .versions import show, version_of
 
 __all__ = ["branch_from", "is_branch_point", "show_branch"]
 
@@ -94,7 +95,7 @@ async def branch_from(repo: MessageRepository, chat_id: str, message_id: str, co
     shown = row.alternative or 0
     versions[shown] = {**_shown(row), "tail": await _park(repo.session, row)}
     versions.append({"content": content, "tool_calls": None, "meta": {}, "tail": None})
-    MessageRepository._show(row, versions, len(versions) - 1)
+    show(row, versions, len(versions) - 1)
     await repo.edit_content(chat_id, message_id, content)  # the standing flag and token counts follow the text
     return row
 
@@ -114,11 +115,11 @@ async def show_branch(repo: MessageRepository, chat_id: str, message_id: str, in
     versions[shown] = {**_shown(row), "tail": await _park(repo.session, row)}
     await _unpark(repo.session, chat_id, versions[index].get("tail"))
     versions[index] = {**versions[index], "tail": None}
-    MessageRepository._show(row, versions, index)
+    show(row, versions, index)
     await repo.edit_content(chat_id, message_id, row.content)  # only user messages branch: their text
     return row
 
 
 def _shown(row: MessageRow) -> dict[str, Any]:
     """The version the row shows (its text, tool calls and reply keys of ``meta``)."""
-    return _version_of(row)
+    return version_of(row)

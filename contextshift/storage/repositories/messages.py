@@ -20,6 +20,7 @@ from ..tables import ChatRow, MessageRow, MessageTokensRow
 from ..types import new_id, utcnow
 from ._common import boolean, integer, json_object, text_value
 from .convert import check_json, merge_meta, message_values, row_to_message
+from .versions import REPLY_KEYS, add_version, choose_version, extend_version, write_version
 from .window import DEFAULT_PAGE_SIZE, RecentWindow, recent_window
 
 __all__ = [
@@ -28,28 +29,11 @@ __all__ = [
     "MessageRepository",
     "add_counts",
     "counted",
+    "mark_standing",
     "merge_meta",
     "message_values",
     "row_to_message",
 ]
-
-#: The ``meta`` keys a turn writes on its reply: they belong to one version of a reply (its generation, usage,
-#: whether it is partial, what went wrong); every other key (``manualExcluded``) is the user's, kept across versions.
-REPLY_KEYS = frozenset(
-    {
-        "generation_id",
-        "reply_to",
-        "finish_reason",
-        "usage",
-        "token_budget",
-        "context_strategy",
-        "excluded_context_count",
-        "partial",
-        "partial_reason",
-        "error_code",
-        "error",
-    }
-)
 
 
 def _text(content: Any) -> str:
@@ -80,12 +64,6 @@ def _total(rows: Iterable[Any]) -> tuple[int, int]:
     return raw, summarized
 
 
-def _version_of(row: MessageRow) -> dict[str, Any]:
-    """The row's reply as one version (a redo's error belongs to the attempt, not to the version)."""
-    meta = {k: v for k, v in (row.meta or {}).items() if k in REPLY_KEYS and k != "error"}
-    return {"content": row.content, "tool_calls": row.tool_calls, "meta": meta}
-
-
 @dataclass(frozen=True, slots=True)
 class MessagePage:
     """One page of a chat, newest first; the next page is ``list_page(before_seq=rows[-1].seq)``."""
@@ -105,6 +83,41 @@ async def add_counts(session: AsyncSession, chat_id: str, counts: tuple[int, int
         )
         .execution_options(synchronize_session=False)
     )
+
+
+async def mark_standing(session: AsyncSession, chat_id: str, values: list[dict[str, Any]]) -> None:
+    """G4b: flag the user's standing instructions among new messages, and clear the stored ones they
+    retract or replace (the newest on a topic wins). Slash commands are never instructions."""
+    ends: list[str] = []
+    existing: list[tuple[str, str]] | None = None
+    for value in values:
+        value["standing"] = False
+        if value["role"] != "user" or (value.get("meta") or {}).get("command"):
+            continue
+        text = _text(value.get("content"))
+        found = detect(text)
+        if not (found.standing or found.retracts):
+            continue
+        if existing is None:
+            query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.standing == true())
+            rows = await session.scalars(query.order_by(MessageRow.seq))
+            existing = [(r.id, row_to_message(r).text) for r in rows]
+        gone = superseded(existing, text)
+        ends += gone
+        existing = [e for e in existing if e[0] not in gone]
+        if found.standing:
+            value["standing"] = True
+    if ends:
+        # A summarized message that stops standing is a summary's again.
+        was = await session.execute(
+            select(MessageRow.pinned, MessageRow.summary_id).where(
+                MessageRow.id.in_(ends), MessageRow.standing == true()
+            )
+        )
+        back = sum(counted(bool(p), False, s)[1] for p, s in was.all())
+        await session.execute(update(MessageRow).where(MessageRow.id.in_(ends)).values(standing=False))
+        if back:
+            await add_counts(session, chat_id, (0, back))
 
 
 class MessageRepository:
@@ -145,7 +158,7 @@ class MessageRepository:
             return []
         raw = sum(1 for v in values if not v.get("pinned"))
         last_seq, _ = await self._bump(chat_id, new_messages=len(values), counts=(raw, 0))
-        await self._mark_standing(chat_id, values)
+        await mark_standing(self.session, chat_id, values)
         first = last_seq - len(values) + 1
         now = utcnow()
         params = [
@@ -155,40 +168,6 @@ class MessageRepository:
             insert(MessageRow).returning(MessageRow, sort_by_parameter_order=True), params
         )
         return list(inserted)
-
-    async def _mark_standing(self, chat_id: str, values: list[dict[str, Any]]) -> None:
-        """G4b: flag the user's standing instructions among new messages, and clear the stored ones they
-        retract or replace (the newest on a topic wins). Slash commands are never instructions."""
-        ends: list[str] = []
-        existing: list[tuple[str, str]] | None = None
-        for value in values:
-            value["standing"] = False
-            if value["role"] != "user" or (value.get("meta") or {}).get("command"):
-                continue
-            text = _text(value.get("content"))
-            found = detect(text)
-            if not (found.standing or found.retracts):
-                continue
-            if existing is None:
-                query = select(MessageRow).where(MessageRow.chat_id == chat_id, MessageRow.standing == true())
-                rows = await self.session.scalars(query.order_by(MessageRow.seq))
-                existing = [(r.id, row_to_message(r).text) for r in rows]
-            gone = superseded(existing, text)
-            ends += gone
-            existing = [e for e in existing if e[0] not in gone]
-            if found.standing:
-                value["standing"] = True
-        if ends:
-            # A summarized message that stops standing is a summary's again.
-            was = await self.session.execute(
-                select(MessageRow.pinned, MessageRow.summary_id).where(
-                    MessageRow.id.in_(ends), MessageRow.standing == true()
-                )
-            )
-            back = sum(counted(bool(p), False, s)[1] for p, s in was.all())
-            await self.session.execute(update(MessageRow).where(MessageRow.id.in_(ends)).values(standing=False))
-            if back:
-                await add_counts(self.session, chat_id, (0, back))
 
     async def standing(self, chat_id: str, before_seq: int | None = None) -> Sequence[MessageRow]:
         """The chat's standing instructions (G4b), oldest first (before ``before_seq`` when given)."""
@@ -252,23 +231,12 @@ class MessageRepository:
         return row
 
     async def add_alternative(self, chat_id: str, message_id: str, version: Mapping[str, Any]) -> MessageRow | None:
-        """Show a new version of a reply (``content``, ``tool_calls``, ``meta``), keeping the earlier ones.
-
-        The row's reply keys of ``meta`` (:data:`REPLY_KEYS`) are the version's; the user's own keys
-        (``manualExcluded``) stay. The new version is the last of ``alternatives`` and the one shown.
-        """
+        """Show a new version of a reply (``content``, ``tool_calls``, ``meta``), keeping the earlier ones
+        (:func:`~.versions.add_version`)."""
         row = await self.get(message_id, chat_id)
         if row is None:
             return None
-        versions = list(row.alternatives or [_version_of(row)])
-        new = {
-            "content": version.get("content", ""),
-            "tool_calls": version.get("tool_calls"),
-            "meta": dict(version.get("meta") or {}),
-        }
-        check_json("alternative", new)
-        versions.append(new)
-        self._show(row, versions, len(versions) - 1)
+        add_version(row, version)
         await self._changed(chat_id, message_id)
         return row
 
@@ -277,12 +245,7 @@ class MessageRepository:
         row = await self.get(message_id, chat_id)
         if row is None:
             return None
-        versions = list(row.alternatives or [_version_of(row)])
-        index = integer("alternative", index)
-        if not 0 <= index < len(versions):
-            raise InvalidValue("alternative", f"must be from 0 to {len(versions) - 1}")
-        if index != (row.alternative or 0):
-            self._show(row, versions, index)
+        if choose_version(row, index):
             await self._changed(chat_id, message_id)
         return row
 
@@ -294,61 +257,22 @@ class MessageRepository:
         row = await self.get(message_id, chat_id)
         if row is None:
             return None
-        content = row.content if isinstance(row.content, str) else ""
-        versions = list(row.alternatives or [])
-        self_meta = {k: v for k, v in (row.meta or {}).items() if k not in REPLY_KEYS}
-        row.content = content + text
-        row.meta = {**self_meta, **dict(meta)}
-        if versions:
-            versions[row.alternative or 0] = _version_of(row)
-            row.alternatives = versions
+        extend_version(row, text, meta)
         await self._changed(chat_id, message_id)
         return row
 
     async def put_version(
         self, chat_id: str, message_id: str, index: int | None, version: Mapping[str, Any]
     ) -> tuple[MessageRow, int] | None:
-        """Write version ``index`` of a reply (``content``, ``tool_calls``, ``meta``) in place and show it, or add
-        it as a new last version when ``index`` is None: a streaming regenerate or continue kept up to date while
-        it streams (N5). The user's own keys of ``meta`` stay; a reply with one version keeps ``alternatives``
-        empty. The row and the version's index, or None when there is no such message."""
+        """Write version ``index`` of a reply in place and show it, or add it as a new last version when
+        ``index`` is None (:func:`~.versions.write_version`): a streaming regenerate or continue kept up to date
+        while it streams (N5). The row and the version's index, or None when there is no such message."""
         row = await self.get(message_id, chat_id)
         if row is None:
             return None
-        new = {
-            "content": version.get("content", ""),
-            "tool_calls": version.get("tool_calls"),
-            "meta": dict(version.get("meta") or {}),
-        }
-        check_json("alternative", new)
-        versions = list(row.alternatives or [_version_of(row)])
-        if index is None:
-            versions.append(new)
-            index = len(versions) - 1
-        else:
-            index = integer("alternative", index)
-            if not 0 <= index < len(versions):
-                raise InvalidValue("alternative", f"must be from 0 to {len(versions) - 1}")
-            versions[index] = new
-        if len(versions) == 1 and not row.alternatives:
-            own = {k: v for k, v in (row.meta or {}).items() if k not in REPLY_KEYS}
-            row.content = new["content"]
-            row.tool_calls = new["tool_calls"] or None
-            row.meta = {**own, **new["meta"]}
-        else:
-            self._show(row, versions, index)
+        index = write_version(row, index, version)
         await self._changed(chat_id, message_id)
         return row, index
-
-    @staticmethod
-    def _show(row: MessageRow, versions: list[dict[str, Any]], index: int) -> None:
-        shown = versions[index]
-        own = {k: v for k, v in (row.meta or {}).items() if k not in REPLY_KEYS}
-        row.content = shown.get("content", "")
-        row.tool_calls = shown.get("tool_calls") or None
-        row.meta = {**own, **dict(shown.get("meta") or {})}
-        row.alternatives = versions
-        row.alternative = index
 
     async def _changed(self, chat_id: str, message_id: str) -> None:
         await self.session.execute(delete(MessageTokensRow).where(MessageTokensRow.message_id == message_id))
