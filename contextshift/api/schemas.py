@@ -17,6 +17,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypeAliasType
 
 from ..core.host import default_registry
@@ -473,8 +474,11 @@ class ChatCreate(Strict):
 
 
 class ChatPatch(Strict):
-    title: Required | None = Field(
-        default=None, max_length=500, description="The chat's new title (surrounding spaces are dropped)"
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"minProperties": 1})
+
+    # absent: unchanged; the schema offers no null (a chat always has a title), which the validator refuses
+    title: Annotated[Required, StringConstraints(max_length=500)] | SkipJsonSchema[None] = Field(
+        default=None, description="The chat's new title (surrounding spaces are dropped)"
     )
     model_id: str | None = Field(
         default=None,
