@@ -170,8 +170,15 @@ class _Services:
         wait = settings.compaction_wait_seconds
         compactor = Compactor(db, client_factory=client_factory, client_options=options, sync_wait=wait)
         runner = make_runner(db, compactor, run_jobs=run_jobs)
-        proxy = ProxyService(db, client_factory=client_factory, client_options=dict(options), audit_ttl=audit_ttl)
         generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
+        # one cache of what local servers say of their context, for chat turns and /v1 calls alike
+        proxy = ProxyService(
+            db,
+            client_factory=client_factory,
+            client_options=dict(options),
+            audit_ttl=audit_ttl,
+            server_counting=generations.server_counting,
+        )
         return cls(db, compactor, runner, proxy, generations, options)
 
     def option_holders(self) -> tuple[MutableMapping[str, Any], ...]:
