@@ -349,10 +349,11 @@ def recall_timing(chat: Chat, size: int = 600, repeats: int = 5) -> float:
 
 async def service_prompt(
     repos: Any, chat_id: str, system: Message, question: Message, budget: int, *, full_history: int
-) -> list[Message]:
+) -> tuple[list[Message], set[str]]:
     """What the service's ``recall`` keeps for ``question`` on a stored chat: the recent window worth the
     budget (``recent_window``), the older candidates ``recall_candidates`` hands over (all of them, or the
-    full-text index's when ``full_history`` is 0), shifted by the strategy with the same budget."""
+    full-text index's when ``full_history`` is 0), shifted by the strategy with the same budget; and the ids
+    of the stored messages the strategy was handed."""
     from contextshift.service.recall import recall_candidates
     from contextshift.storage import row_to_message
 
@@ -364,7 +365,23 @@ async def service_prompt(
         rows = sorted([*found, *rows], key=lambda r: r.seq)
     messages = [system, *(row_to_message(r) for r in rows), question]
     result = shift_with_strategy(messages, counter, budget, strategy="recall")
-    return list(result.kept)
+    return list(result.kept), {r.id for r in rows}
+
+
+async def _stored(database: Any, chat: Chat) -> tuple[str, dict[str, str]]:
+    """The chat stored through the service's repositories: its id, and each row's id → the turn's id."""
+    from contextshift.storage import Repositories
+
+    async with database.session() as session:
+        repos = Repositories(session)
+        provider = await repos.providers.create(name="local", kind="openai", base_url="http://127.0.0.1:9/v1")
+        model = await repos.models.create(provider_id=provider.id, name="local", context_window=32768)
+        bot = await repos.bots.create(name="bench", chat_model_id=model.id, context_strategy="recall")
+        stored = await repos.chats.create(bot_id=bot.id, title=chat.name)
+        rows = await repos.messages.append_many(
+            stored.id, [{"role": m.role, "content": m.content, "name": m.name} for m in chat.turns]
+        )
+    return stored.id, {row.id: turn.id for row, turn in zip(rows, chat.turns, strict=True)}
 
 
 async def _compare(chats: Sequence[Chat], per_category: int | None, fraction: float) -> list[str]:
@@ -379,39 +396,29 @@ async def _compare(chats: Sequence[Chat], per_category: int | None, fraction: fl
         await database.start()
         try:
             for chat in chats:
-                async with database.session() as session:
-                    repos = Repositories(session)
-                    provider = await repos.providers.create(
-                        name="local", kind="openai", base_url="http://127.0.0.1:9/v1"
-                    )
-                    model = await repos.models.create(provider_id=provider.id, name="local", context_window=32768)
-                    bot = await repos.bots.create(name="bench", chat_model_id=model.id, context_strategy="recall")
-                    stored = await repos.chats.create(bot_id=bot.id, title=chat.name)
-                    rows = await repos.messages.append_many(
-                        stored.id, [{"role": m.role, "content": m.content, "name": m.name} for m in chat.turns]
-                    )
-                    dia = {row.id: turn.id for row, turn in zip(rows, chat.turns, strict=True)}
-                    chat_id = stored.id
+                chat_id, dia = await _stored(database, chat)
+                every = {t.id for t in chat.turns}
                 for mode, full in (("whole history", 10_000), ("full-text index", 0)):
-                    same = differ = evidence_differ = 0
+                    same = complete = evidence_differ = asked = 0
                     for qa in _questions(chat, per_category):
                         question = Message(role="user", content=qa.text, id="question", source="input")
                         budget = budget_for(chat, question, fraction)
                         kept_library, _ = library([chat.system, *chat.turns, question], budget)
                         async with database.session() as session:
-                            kept = await service_prompt(
+                            kept, handed = await service_prompt(
                                 Repositories(session), chat_id, chat.system, question, budget, full_history=full
                             )
                         renamed = [replace_id(m, dia.get(m.id, m.id)) for m in kept]
-                        if [m.id for m in renamed] == [m.id for m in kept_library]:
-                            same += 1
-                        else:
-                            differ += 1
+                        asked += 1
+                        same += [m.id for m in renamed] == [m.id for m in kept_library]
+                        turns = {dia[i] for i in handed}
+                        complete += all(m.id in turns for m in kept_library if m.id in every)
                         if evidence_kept(chat, renamed, qa.evidence) != evidence_kept(chat, kept_library, qa.evidence):
                             evidence_differ += 1
                     lines.append(
-                        f"- {chat.name}, {mode}: {same} of {same + differ} prompts the library's exactly; "
-                        f"{evidence_differ} keep other evidence"
+                        f"- {chat.name}, {mode}: {same} of {asked} prompts the library's exactly; {complete} of "
+                        f"{asked} hand the strategy every message the library keeps; {evidence_differ} keep "
+                        "other evidence"
                     )
         finally:
             await database.close()

@@ -15,7 +15,7 @@ The candidates are a superset of what the library can recall: every older messag
 the input *in the library's own analysis* (its Snowball stems: the index is also searched for each stem's
 beginning, since SQLite's Porter stems some forms apart, and no word is left out for being common), up to
 ``CANDIDATES`` of them; the library's scoring then decides. On LoCoMo's five development conversations at
-1/10, every message the library keeps was among them (756 of 756 questions; 737 before, the index's best
+1/10, every message the library keeps was among them (756 of 756 questions; 563 before, the index's best
 128 in Porter's analysis). The prompt itself still differs from the library's on some inputs (147 of 756):
 BM25 weighs a word by how many of the *whole* history's sentences hold it and by their mean length, and
 the library counts the sentences it is handed. Past ``CANDIDATES`` matching messages the index's best
