@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -37,7 +36,7 @@ from ..storage import Database, Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow, MessageRow
 from ..storage.types import new_id, utcnow
 from .calibration import counting_for
-from .calls import Calls, CallTarget
+from .calls import Calls, CallTarget, SharedClient
 from .compaction_call import FoldCall, PassResult
 from .history import is_command, merge
 from .summarizer import CompactionUnavailable, Summarizer, resolve
@@ -55,7 +54,6 @@ MAX_MANUAL_PASSES = 20
 HISTORY_CHANGED = "COMPACTION_HISTORY_CHANGED"
 #: N5: how long a synchronous caller waits for another request's running pass before going on without it.
 DEFAULT_SYNC_WAIT_SECONDS = 20.0
-SYNC_WAIT_ENV = "CONTEXTSHIFT_COMPACTION_WAIT_SECONDS"
 REJECTED = {
     "empty": "COMPACTION_SUMMARY_EMPTY",
     "truncated": "COMPACTION_SUMMARY_TRUNCATED",
@@ -108,20 +106,21 @@ class Compactor:
         *,
         client_factory: Callable[..., ProviderClient] = make_client,
         client_options: dict[str, Any] | None = None,
+        shared_client: SharedClient | None = None,
         lease: timedelta | None = None,
         cooldown: float = FAILURE_COOLDOWN_SECONDS,
         wait_poll: float = 0.05,
         sync_wait: float | None = None,
     ) -> None:
         self.db = db
-        #: The summarizer's calls (the app puts its HTTP connection pool in the client options).
-        self.calls = Calls(client_factory, dict(client_options or {}))
+        #: The summarizer's calls (on the app's shared HTTP connection pool, while it is open).
+        self.calls = Calls(client_factory, client_options, shared_client)
         #: The lease is the instance's: its heartbeat renews it, and it expires when the instance dies (N5).
         self.owner = db.instance_id
         self.lease = lease if lease is not None else db.heartbeat.expiry
         self.cooldown = cooldown
         self.wait_poll = wait_poll
-        self.sync_wait = sync_wait if sync_wait is not None else _sync_wait_from_env()
+        self.sync_wait = sync_wait if sync_wait is not None else DEFAULT_SYNC_WAIT_SECONDS
         #: Queues a background pass of a chat; False when one waits already (set by the job runner, ``jobs``).
         self.queue: Callable[[str], Awaitable[bool]] | None = None
 
@@ -130,8 +129,8 @@ class Compactor:
         return self.calls.factory
 
     @property
-    def client_options(self) -> MutableMapping[str, Any]:
-        return self.calls.options
+    def client_options(self) -> Mapping[str, Any]:
+        return self.calls.current_options()
 
     # -- triggers (C2) ------------------------------------------------------------------------------------
 
@@ -442,14 +441,6 @@ async def _oldest(
             read += sum(profile.count(row_to_message(r).text) for r in page if not is_command(r))
             if read > reach:
                 return rows, True
-
-
-def _sync_wait_from_env() -> float:
-    raw = os.environ.get(SYNC_WAIT_ENV, "").strip()
-    value = float(raw) if raw else DEFAULT_SYNC_WAIT_SECONDS
-    if value < 0:
-        raise ValueError(f"{SYNC_WAIT_ENV} must be a number of seconds")
-    return value
 
 
 def _outcome_of(row: CompactionLogRow) -> Outcome:

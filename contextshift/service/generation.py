@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -32,7 +32,7 @@ from ..providers import (
 from ..providers.base import PROVIDER_TIMEOUT
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow
-from .calls import Calls, ClientFactory
+from .calls import Calls, ClientFactory, SharedClient
 from .chat_audit import failed_payload, preview_payload
 from .chat_call import ChatCall, Done, Failed, GenerationEvent, Token
 from .compaction import Compactor
@@ -121,11 +121,12 @@ class Generations:
         compactor: Compactor | None = None,
         turn_policy: TurnPolicy | None = None,
         heartbeat_seconds: float = DEFAULT_HEARTBEAT,
+        shared_client: SharedClient | None = None,
         **client_options: Any,
     ) -> None:
         self.db = db
-        #: Every provider call (the app puts its HTTP connection pool in the client options).
-        self.calls = Calls(client_factory, client_options)
+        #: Every provider call (on the app's shared HTTP connection pool, while it is open).
+        self.calls = Calls(client_factory, client_options, shared_client)
         self.compactor = compactor
         self.turns = ChatTurns(db, turn_policy)
         #: Seconds between SSE comment heartbeats while a stream has nothing to send.
@@ -135,20 +136,20 @@ class Generations:
         #: What the turns leave in the database (the chat audit's recorder).
         self.records = TurnRecords(db, self._running, self._after_turn)
         #: Provider tokenizers (T5): probed once per provider and model, their counts cached by content.
-        self.server_counting = ServerCounting()
+        self.server_counting = ServerCounting(shared=shared_client)
 
     @property
     def client_factory(self) -> ClientFactory:
         return self.calls.factory
 
     @property
-    def client_options(self) -> MutableMapping[str, Any]:
-        return self.calls.options
+    def client_options(self) -> Mapping[str, Any]:
+        """The options of a provider client made now (with the shared pool while it is open)."""
+        return self.calls.current_options()
 
     @property
     def counting(self) -> ServerCounting:
-        """The server tokenizers, on the service's shared HTTP client when there is one."""
-        self.server_counting.client = self.client_options.get("http_client")
+        """The server tokenizers (on the service's shared HTTP client while it is open)."""
         return self.server_counting
 
     async def _compact_before_send(self, chat_id: str) -> str | None:

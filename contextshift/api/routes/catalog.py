@@ -15,9 +15,8 @@ from ...storage import Database, Repositories
 from .. import schemas as s
 from .. import views
 from ..auth import Admin
-from ..compat_forward import proxy_service
 from ..created import locate, located
-from ..deps import GenerationService, Repos, database
+from ..deps import GenerationService, ProxyEndpoint, Repos, database
 from ..envelopes import (
     Deleted,
     ModelEnvelope,
@@ -162,16 +161,16 @@ async def create_model(
 
 
 @router.get("/models", response_model=ModelList)
-async def list_models(repos: Repos, request: Request, provider_id: str | None = None) -> dict[str, Any]:
-    await proxy_service(request).settled()  # endpoint calls still folding their usage into a calibration
+async def list_models(repos: Repos, proxy: ProxyEndpoint, provider_id: str | None = None) -> dict[str, Any]:
+    await proxy.settled()  # endpoint calls still folding their usage into a calibration
     rows = await repos.models.list_all(provider_id)
     calibrations = await repos.calibrations.get_many(r.id for r in rows)
     return {"models": [views.model(r, calibrations) for r in rows]}
 
 
 @router.get("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(404))
-async def get_model(model_id: str, repos: Repos, request: Request) -> dict[str, Any]:
-    await proxy_service(request).settled(model_id=model_id)  # calls still folding their usage in
+async def get_model(model_id: str, repos: Repos, proxy: ProxyEndpoint) -> dict[str, Any]:
+    await proxy.settled(model_id=model_id)  # calls still folding their usage in
     row = await repos.models.get(model_id)
     if row is None:
         raise not_found("model", model_id)
