@@ -12,7 +12,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, FastAPI
 
 from .. import __version__
-from ..embeddings import NONE, load_embedder
 from ..jobs import JobRunner, make_runner
 from ..providers import make_client
 from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
@@ -20,6 +19,7 @@ from ..service.calls import SharedClient
 from ..service.compaction import Compactor
 from ..service.generation import ClientFactory, Generations
 from ..service.proxy import ProxyService
+from ..service.rules import Rules
 from ..settings import Settings
 from ..storage import Database
 from ..storage.configured import configured_database
@@ -103,14 +103,15 @@ def create_app(
     settings = settings if settings is not None else Settings.from_env()
     # CONTEXTSHIFT_EMBEDDINGS names a model the extra is missing for (EMBEDDINGS_NOT_INSTALLED) or no model
     # at all (UNKNOWN_EMBEDDINGS): refuse to start rather than recall without it unnoticed; else load it now.
-    load_embedder(settings.embeddings or NONE)
+    rules = Rules.from_settings(settings)
     token = configured_admin_token(admin_token if admin_token is not None else settings.admin_token)
     key = secret_key if secret_key is not None else current_key(settings.secret_key, settings.data_dir)
     db = database if database is not None else configured_database(settings, database_url)
     hours = settings.proxy_audit_hours
     ttl = proxy_audit_ttl if proxy_audit_ttl is not None else timedelta(hours=hours) if hours is not None else None
+    options = client_options or {}
     services = _Services.build(
-        db, settings, client_factory=client_factory, options=client_options or {}, audit_ttl=ttl, run_jobs=run_jobs
+        db, settings, rules, factory=client_factory, options=options, audit_ttl=ttl, jobs=run_jobs
     )
     app = FastAPI(
         title="contextshift",
@@ -118,18 +119,10 @@ def create_app(
         description="Keeps long LLM conversations inside a model's context window without losing what matters.",
         lifespan=_lifespan(services, token, on_started, run_jobs=run_jobs),
     )
-    # set once, here; read only through the dependencies of api/deps.py
-    app.state.db = db
-    app.state.settings = settings
-    app.state.compactor = services.compactor
-    app.state.jobs = services.runner
-    app.state.generations = services.generations
-    app.state.proxy = services.proxy
-    app.state.session_lifetime = session_lifetime(settings.session_days)
-    app.state.login_limiter = LoginLimiter(
-        login_limit or settings.login_limit or DEFAULT_LIMIT,
-        settings.login_limit_storage or DEFAULT_STORAGE,
+    limiter = LoginLimiter(
+        login_limit or settings.login_limit or DEFAULT_LIMIT, settings.login_limit_storage or DEFAULT_STORAGE
     )
+    _set_state(app, services, settings, rules, limiter)
     install_error_handlers(app)
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(settings.allowed_hosts)
     limit = max_body_bytes if max_body_bytes is not None else settings.max_body_bytes or DEFAULT_MAX_BODY_BYTES
@@ -167,32 +160,58 @@ class _Services:
         cls,
         db: Database,
         settings: Settings,
+        rules: Rules,
         *,
-        client_factory: ClientFactory,
+        factory: ClientFactory,
         options: Mapping[str, Any],
         audit_ttl: timedelta | None,
-        run_jobs: bool,
+        jobs: bool,
     ) -> _Services:
         options = dict(options)
         shared = SharedClient(options.pop("http_client", None))  # a caller's own pool is used, not closed
         wait = settings.compaction_wait_seconds
+
+        async def queue_pass(chat_id: str) -> bool:  # the runner made below: a pass needs the compactor it queues
+            return await runner.queue_compaction(chat_id)
+
         compactor = Compactor(
-            db, client_factory=client_factory, client_options=options, shared_client=shared, sync_wait=wait
+            db,
+            client_factory=factory,
+            client_options=options,
+            shared_client=shared,
+            rules=rules,
+            sync_wait=wait,
+            queue=queue_pass,
         )
-        runner = make_runner(db, compactor, run_jobs=run_jobs)
+        runner = make_runner(db, compactor, run_jobs=jobs)
         generations = Generations(
-            db, client_factory=client_factory, compactor=compactor, shared_client=shared, **options
+            db, client_factory=factory, compactor=compactor, shared_client=shared, rules=rules, **options
         )
         # one cache of what local servers say of their context, for chat turns and /v1 calls alike
         proxy = ProxyService(
             db,
-            client_factory=client_factory,
+            client_factory=factory,
             client_options=options,
             audit_ttl=audit_ttl,
             server_counting=generations.server_counting,
             shared_client=shared,
+            rules=rules,
         )
         return cls(db, compactor, runner, proxy, generations, shared)
+
+
+def _set_state(app: FastAPI, services: _Services, settings: Settings, rules: Rules, limiter: LoginLimiter) -> None:
+    """What the routes and middleware reach, set once here and read only through the dependencies of
+    api/deps.py."""
+    app.state.db = services.db
+    app.state.settings = settings
+    app.state.compactor = services.compactor
+    app.state.jobs = services.runner
+    app.state.generations = services.generations
+    app.state.proxy = services.proxy
+    app.state.rules = rules
+    app.state.session_lifetime = session_lifetime(settings.session_days)
+    app.state.login_limiter = limiter
 
 
 def _lifespan(

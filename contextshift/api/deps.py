@@ -18,6 +18,7 @@ from ..jobs import JobRunner
 from ..service.compaction import Compactor
 from ..service.generation import Generations
 from ..service.proxy import ProxyService
+from ..service.rules import Rules
 from ..settings import Settings
 from ..storage import Database, Repositories
 from .login_limits import LoginLimiter
@@ -53,6 +54,12 @@ def settings(request: Request) -> Settings:
     return found
 
 
+def rules(request: Request) -> Rules:
+    """What the settings decide for every turn, call and pass (provider hosts, estimate margin, embedder)."""
+    found: Rules = request.app.state.rules
+    return found
+
+
 def login_limiter(request: Request) -> LoginLimiter | None:
     """The failed sign-in counter (None in an app built without one)."""
     limiter: LoginLimiter | None = getattr(request.app.state, "login_limiter", None)
@@ -79,3 +86,4 @@ CompactionService = Annotated[Compactor, Depends(compactor)]
 ProxyEndpoint = Annotated[ProxyService, Depends(proxy)]
 Jobs = Annotated[JobRunner, Depends(jobs)]
 SessionLength = Annotated[timedelta, Depends(session_length)]
+ServiceRules = Annotated[Rules, Depends(rules)]

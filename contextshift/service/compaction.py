@@ -39,6 +39,7 @@ from .calibration import counting_for
 from .calls import Calls, CallTarget, SharedClient
 from .compaction_call import FoldCall, PassResult
 from .history import is_command, merge
+from .rules import NO_RULES, Rules
 from .summarizer import CompactionUnavailable, Summarizer, resolve
 from .turn import chat_and_bot, profile_for, resolve_model
 
@@ -107,22 +108,27 @@ class Compactor:
         client_factory: Callable[..., ProviderClient] = make_client,
         client_options: dict[str, Any] | None = None,
         shared_client: SharedClient | None = None,
+        rules: Rules = NO_RULES,
         lease: timedelta | None = None,
         cooldown: float = FAILURE_COOLDOWN_SECONDS,
         wait_poll: float = 0.05,
         sync_wait: float | None = None,
+        queue: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         self.db = db
         #: The summarizer's calls (on the app's shared HTTP connection pool, while it is open).
         self.calls = Calls(client_factory, client_options, shared_client)
+        #: What the settings decide for every pass (provider hosts, estimate margin).
+        self.rules = rules
         #: The lease is the instance's: its heartbeat renews it, and it expires when the instance dies (N5).
         self.owner = db.instance_id
         self.lease = lease if lease is not None else db.heartbeat.expiry
         self.cooldown = cooldown
         self.wait_poll = wait_poll
         self.sync_wait = sync_wait if sync_wait is not None else DEFAULT_SYNC_WAIT_SECONDS
-        #: Queues a background pass of a chat; False when one waits already (set by the job runner, ``jobs``).
-        self.queue: Callable[[str], Awaitable[bool]] | None = None
+        #: Queues a background pass of a chat; False when one waits already (the job runner's, given by the
+        #: app; None: a library user runs passes itself).
+        self.queue = queue
 
     @property
     def client_factory(self) -> Callable[..., ProviderClient]:
@@ -212,7 +218,7 @@ class Compactor:
             repos = Repositories(session)
             chat, bot = await chat_and_bot(repos, chat_id)
             try:
-                summarizer = await resolve(repos, bot)
+                summarizer = await resolve(repos, bot, self.rules.provider_hosts)
             except CompactionUnavailable:
                 if trigger == "manual":
                     raise
@@ -346,7 +352,7 @@ class Compactor:
         """
         base = profile_for(summarizer.model)
         async with self.db.session(write=False) as session:
-            counting = await counting_for(Repositories(session), summarizer.model, base)
+            counting = await counting_for(Repositories(session), summarizer.model, base, self.rules.estimate_margin)
         fold = FoldCall(self.db, history.messages, summarizer, profile, target, counting, beyond=history.beyond)
         if not await fold.select():
             return fold.outcome

@@ -65,6 +65,7 @@ from .proxy_request import (
     reply_reserve,
     request_overhead,
 )
+from .rules import NO_RULES, Rules
 from .turn import DEFAULT_CONTEXT_LIMIT, profile_for, serializer_for
 
 log = logging.getLogger("contextshift.proxy")
@@ -95,8 +96,11 @@ class ProxyService:
         audit_ttl: timedelta | None = None,
         server_counting: ServerCounting | None = None,
         shared_client: SharedClient | None = None,
+        rules: Rules = NO_RULES,
     ) -> None:
         self.db = db
+        #: What the settings decide for every call (provider hosts, estimate margin).
+        self.rules = rules
         #: Every provider call (on the app's shared HTTP connection pool, while it is open).
         self.calls = Calls(client_factory, client_options, shared_client)
         #: The endpoint audits, and the calls whose end is still being written.
@@ -157,7 +161,7 @@ class ProxyService:
         )
         if chosen is None or provider is None or not provider.enabled:
             raise model_not_found(name)
-        check_provider_url(provider.base_url)
+        check_provider_url(provider.base_url, self.rules.provider_hosts)
         return chosen, provider
 
     async def resolve(self, name: str) -> tuple[ModelRow, ProviderRow]:
@@ -177,7 +181,7 @@ class ProxyService:
             found = await self.resolve(name)
             reads.put(key, found, stamp)
         else:
-            check_provider_url(found[1].base_url)
+            check_provider_url(found[1].base_url, self.rules.provider_hosts)
         return found
 
     async def _counting(self, model: ModelRow) -> Counting:
@@ -193,7 +197,7 @@ class ProxyService:
             async with self.db.session(write=False) as session:
                 calibration = await Repositories(session).calibrations.get(model.id, base.name)
             reads.put(key, calibration, stamp)
-        return counting_of(base, calibration)
+        return counting_of(base, calibration, self.rules.estimate_margin)
 
     async def prepare(self, call: ProxyCall) -> Prepared:
         """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` and ``ReserveTooLarge``

@@ -11,7 +11,7 @@ from ...service.summarizer import eligible_models
 from .. import schemas as s
 from .. import views
 from ..auth import Caller
-from ..deps import CompactionService, Db, GenerationService, Repos
+from ..deps import CompactionService, Db, GenerationService, Repos, ServiceRules
 from ..envelopes import ModelList
 from ..errors import error_responses
 from ..ownership import check_chat, own_bot, own_chat
@@ -36,9 +36,10 @@ async def compact(chat_id: str, principal: Caller, db: Db, compactor: Compaction
 
 
 @router.get("/bots/{bot_id}/compaction/models", response_model=ModelList, responses=error_responses(404))
-async def compaction_models(bot_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+async def compaction_models(bot_id: str, principal: Caller, repos: Repos, rules: ServiceRules) -> dict[str, Any]:
     await own_bot(repos, principal, bot_id)
-    return {"models": [views.model(m) for m in await eligible_models(repos)]}
+    eligible = await eligible_models(repos, rules.provider_hosts)
+    return {"models": [views.model(m, margin=rules.estimate_margin) for m in eligible]}
 
 
 @router.get("/bots/{bot_id}/compaction/logs", response_model=s.CompactionLogPage, responses=error_responses(404))
@@ -70,5 +71,5 @@ async def status(
     chat_id: str, principal: Caller, db: Db, compactor: CompactionService, chats: GenerationService
 ) -> dict[str, Any]:
     await check_chat(db, principal, chat_id)
-    status = await chat_status(db, chat_id, cooldown=compactor.cooldown, counting=chats.counting)
+    status = await chat_status(db, chat_id, cooldown=compactor.cooldown, counting=chats.counting, rules=chats.rules)
     return {"status": status}
