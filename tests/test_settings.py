@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 from contextshift.api.app import create_app
+from contextshift.embeddings import UnknownEmbeddings
+from contextshift.service.rules import NO_RULES, Rules
 from contextshift.settings import Settings
 from tests.api.conftest import ADMIN_TOKEN, Server, bearer
 
@@ -148,3 +150,21 @@ def test_create_app_passes_the_settings_to_the_services_it_builds(monkeypatch: p
     assert app.state.compactor.sync_wait == 1.5
     assert app.state.proxy.audit_ttl == timedelta(hours=2)
     assert app.state.settings is settings
+    rules = app.state.rules
+    assert app.state.generations.rules is rules and app.state.proxy.rules is rules
+    assert app.state.compactor.rules is rules and rules == Rules()
+
+
+def test_the_rules_carry_the_hosts_margin_and_embedder_settings() -> None:
+    hosts = {"CONTEXTSHIFT_PROVIDER_HOSTS": " API.OpenAI.com. , *.internal ,", "CONTEXTSHIFT_ESTIMATE_MARGIN": "0.2"}
+    rules = Rules.from_settings(Settings.from_env(hosts))
+    assert (rules.provider_hosts, rules.estimate_margin, rules.embedder) == (
+        ("api.openai.com", "*.internal"),
+        0.2,
+        None,
+    )
+    unknown = Settings.from_env({"CONTEXTSHIFT_EMBEDDINGS": "word2vec"})
+    assert Rules.from_settings(unknown, embeddings=False).embedder is None  # a job worker loads none
+    with pytest.raises(UnknownEmbeddings):
+        Rules.from_settings(unknown)
+    assert (NO_RULES.provider_hosts, NO_RULES.estimate_margin, NO_RULES.embedder) == ((), 0.10, None)

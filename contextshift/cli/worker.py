@@ -45,10 +45,10 @@ async def work(
 ) -> int:
     """Run jobs until ``stop`` is set (or a signal sets it), then let running jobs finish; ``settings``: the
     ``CONTEXTSHIFT_*`` settings (default: none set)."""
-    import httpx
-
     from ..jobs import make_runner
+    from ..service.calls import SharedClient
     from ..service.compaction import Compactor
+    from ..service.rules import Rules
     from ..storage.configured import configured_database
 
     settings = settings if settings is not None else Settings()
@@ -56,8 +56,10 @@ async def work(
     db = configured_database(settings, url)
     db.heartbeat.role = "worker"
     await db.start()
-    shared = httpx.AsyncClient()  # one connection pool for every summarizer call
-    compactor = Compactor(db, client_options={"http_client": shared}, sync_wait=settings.compaction_wait_seconds)
+    shared = SharedClient()  # one connection pool for every summarizer call
+    shared.open()
+    rules = Rules.from_settings(settings, embeddings=False)  # the provider hosts a pass may call, the margin
+    compactor = Compactor(db, shared_client=shared, rules=rules, sync_wait=settings.compaction_wait_seconds)
     runner = make_runner(db, compactor, concurrency=concurrency, grace=None)
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()

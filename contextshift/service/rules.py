@@ -27,8 +27,9 @@ class Rules:
     embedder: Embedder | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Rules:
-        """The rules of ``settings``; loads the embedder they name.
+    def from_settings(cls, settings: Settings, *, embeddings: bool = True) -> Rules:
+        """The rules of ``settings``; loads the embedder they name (unless not ``embeddings``: a job worker
+        builds no prompt and needs none).
 
         Raises:
             UnknownEmbeddings, EmbeddingsNotInstalled, EmbeddingsCorrupt: as ``load_embedder``.
@@ -37,7 +38,7 @@ class Rules:
         return cls(
             provider_hosts=host_patterns(settings.provider_hosts),
             estimate_margin=DEFAULT_MARGIN if margin is None else margin,
-            embedder=load_embedder(settings.embeddings or NONE),
+            embedder=load_embedder(settings.embeddings or NONE) if embeddings else None,
         )
 
 
