@@ -68,8 +68,10 @@ def _seconds(environ: Mapping[str, str], name: str) -> float | None:
     return value
 
 
-def _number(environ: Mapping[str, str], name: str, what: str, low: float, high: float = math.inf) -> float | None:
-    """A number from ``low`` to ``high`` (``low`` itself excluded when it is 0 and ``what`` says positive)."""
+def _number(
+    environ: Mapping[str, str], name: str, what: str, low: float, high: float = math.inf, *, above_low: bool = False
+) -> float | None:
+    """A number from ``low`` to ``high`` (``above_low``: ``low`` itself excluded); ``what`` says so in the error."""
     raw = _text(environ, name)
     if raw is None:
         return None
@@ -77,7 +79,7 @@ def _number(environ: Mapping[str, str], name: str, what: str, low: float, high: 
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not low <= value <= high or (what.startswith("a positive") and value <= 0):
+    if not low <= value <= high or (above_low and value == low):
         raise ValueError(f"{PREFIX}{name} must be {what}, not {raw!r}")
     return value
 
@@ -99,8 +101,8 @@ def _instance_id(environ: Mapping[str, str]) -> str | None:
 
 def _heartbeat(environ: Mapping[str, str]) -> tuple[float | None, float | None]:
     """The heartbeat's period and expiry; the period must be shorter than the expiry (their defaults: 10, 30)."""
-    interval = _number(environ, "HEARTBEAT_SECONDS", "a positive number of seconds", 0.0)
-    expiry = _number(environ, "HEARTBEAT_EXPIRY_SECONDS", "a positive number of seconds", 0.0)
+    interval = _number(environ, "HEARTBEAT_SECONDS", "a positive number of seconds", 0.0, above_low=True)
+    expiry = _number(environ, "HEARTBEAT_EXPIRY_SECONDS", "a positive number of seconds", 0.0, above_low=True)
     if not (interval or DEFAULT_HEARTBEAT_SECONDS) < (expiry or DEFAULT_HEARTBEAT_EXPIRY_SECONDS):
         raise ValueError(
             f"{PREFIX}HEARTBEAT_SECONDS ({interval or DEFAULT_HEARTBEAT_SECONDS:g}) must be shorter than "
