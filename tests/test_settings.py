@@ -4,6 +4,7 @@ is given rather than from the environment."""
 
 from __future__ import annotations
 
+import ast
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +13,8 @@ import httpx
 import pytest
 
 from contextshift.api.app import create_app
+from contextshift.embeddings import UnknownEmbeddings
+from contextshift.service.rules import NO_RULES, Rules
 from contextshift.settings import Settings
 from tests.api.conftest import ADMIN_TOKEN, Server, bearer
 
@@ -50,11 +53,68 @@ def test_settings_are_read_from_the_environment_given() -> None:
         ("CONTEXTSHIFT_SESSION_DAYS", "many"),
         ("CONTEXTSHIFT_COMPACTION_WAIT_SECONDS", "-1"),
         ("CONTEXTSHIFT_COMPACTION_WAIT_SECONDS", "soon"),
+        ("CONTEXTSHIFT_READ_CACHE_SECONDS", "-3"),
+        ("CONTEXTSHIFT_READ_CACHE_SECONDS", "soon"),
+        ("CONTEXTSHIFT_ESTIMATE_MARGIN", "0.6"),
+        ("CONTEXTSHIFT_ESTIMATE_MARGIN", "-0.1"),
+        ("CONTEXTSHIFT_ESTIMATE_MARGIN", "lots"),
+        ("CONTEXTSHIFT_INSTANCE_ID", "api 1"),
+        ("CONTEXTSHIFT_INSTANCE_ID", "x" * 33),
+        ("CONTEXTSHIFT_HEARTBEAT_SECONDS", "0"),
+        ("CONTEXTSHIFT_HEARTBEAT_SECONDS", "often"),
+        ("CONTEXTSHIFT_HEARTBEAT_SECONDS", "30"),  # not shorter than the expiry's default, 30
+        ("CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS", "-5"),
+        ("CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS", "10"),  # not longer than the period's default, 10
+        ("CONTEXTSHIFT_RELEASE_MEMORY", "maybe"),
     ],
 )
 def test_a_value_that_cannot_be_right_is_refused_with_its_name(name: str, value: str) -> None:
     with pytest.raises(ValueError, match=name):
         Settings.from_env({name: value})
+
+
+def test_the_newly_typed_settings_are_numbers_and_switches() -> None:
+    settings = Settings.from_env(
+        {
+            "CONTEXTSHIFT_READ_CACHE_SECONDS": "0",
+            "CONTEXTSHIFT_ESTIMATE_MARGIN": "0.5",
+            "CONTEXTSHIFT_INSTANCE_ID": "api-1_b",
+            "CONTEXTSHIFT_HEARTBEAT_SECONDS": "0.2",
+            "CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS": "1",
+            "CONTEXTSHIFT_RELEASE_MEMORY": "Off",
+        }
+    )
+    assert (settings.read_cache_seconds, settings.estimate_margin, settings.instance_id) == (0.0, 0.5, "api-1_b")
+    assert (settings.heartbeat_seconds, settings.heartbeat_expiry_seconds, settings.release_memory) == (0.2, 1.0, False)
+    assert Settings.from_env({"CONTEXTSHIFT_RELEASE_MEMORY": "yes"}).release_memory is True
+    assert Settings().release_memory is True
+
+
+def _environment_reads(tree: ast.AST) -> list[int]:
+    """The lines of ``tree`` that read the process environment: ``os.environ`` or ``environ`` (any use) and
+    ``getenv`` calls."""
+    lines = []
+    for node in ast.walk(tree):
+        attribute = isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb")
+        if attribute or (isinstance(node, ast.Name) and node.id in ("environ", "getenv")):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            lines += [node.lineno for alias in node.names if alias.name in ("environ", "getenv", "environb")]
+    return lines
+
+
+def test_no_module_but_settings_reads_the_environment() -> None:
+    readers = {}
+    for module in sorted((ROOT / "contextshift").rglob("*.py")):
+        lines = _environment_reads(ast.parse(module.read_text(encoding="utf-8")))
+        if lines:
+            readers[str(module.relative_to(ROOT))] = lines
+    assert list(readers) == ["contextshift/settings.py"], readers
+
+
+def test_the_environment_check_sees_each_way_of_reading_it() -> None:
+    source = "import os\nfrom os import environ\na = os.environ['X']\nb = os.getenv('Y')\nc = environ.get('Z')\n"
+    assert _environment_reads(ast.parse(source)) == [2, 3, 4, 5]
 
 
 def test_every_variable_the_package_names_is_a_setting_and_in_the_one_table() -> None:
@@ -90,3 +150,21 @@ def test_create_app_passes_the_settings_to_the_services_it_builds(monkeypatch: p
     assert app.state.compactor.sync_wait == 1.5
     assert app.state.proxy.audit_ttl == timedelta(hours=2)
     assert app.state.settings is settings
+    rules = app.state.rules
+    assert app.state.generations.rules is rules and app.state.proxy.rules is rules
+    assert app.state.compactor.rules is rules and rules == Rules()
+
+
+def test_the_rules_carry_the_hosts_margin_and_embedder_settings() -> None:
+    hosts = {"CONTEXTSHIFT_PROVIDER_HOSTS": " API.OpenAI.com. , *.internal ,", "CONTEXTSHIFT_ESTIMATE_MARGIN": "0.2"}
+    rules = Rules.from_settings(Settings.from_env(hosts))
+    assert (rules.provider_hosts, rules.estimate_margin, rules.embedder) == (
+        ("api.openai.com", "*.internal"),
+        0.2,
+        None,
+    )
+    unknown = Settings.from_env({"CONTEXTSHIFT_EMBEDDINGS": "word2vec"})
+    assert Rules.from_settings(unknown, embeddings=False).embedder is None  # a job worker loads none
+    with pytest.raises(UnknownEmbeddings):
+        Rules.from_settings(unknown)
+    assert (NO_RULES.provider_hosts, NO_RULES.estimate_margin, NO_RULES.embedder) == ((), 0.10, None)

@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import httpx
 from fastapi import APIRouter, Depends, FastAPI
 
 from .. import __version__
-from ..embeddings import NONE, load_embedder
 from ..jobs import JobRunner, make_runner
 from ..providers import make_client
 from ..service.accounts import Bootstrap, bootstrap, configured_admin_token
+from ..service.calls import SharedClient
 from ..service.compaction import Compactor
 from ..service.generation import ClientFactory, Generations
 from ..service.proxy import ProxyService
+from ..service.rules import Rules
 from ..settings import Settings
 from ..storage import Database
-from ..storage.liveness import instance_id_from_env
+from ..storage.configured import configured_database
 from ..storage.secret_key import current_key, derived_secret
 from ..web import mount_web
 from . import browser
@@ -80,8 +80,9 @@ def create_app(
     run_jobs: bool = True,
     settings: Settings | None = None,
 ) -> FastAPI:
-    """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the user's SQLite file;
-    a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``.
+    """The service. ``database_url`` defaults to ``CONTEXTSHIFT_DATABASE_URL`` or the data directory's SQLite
+    file; a ready ``database`` (not yet started) may be given instead. ``client_options`` go to ``client_factory``
+    (an ``http_client`` there replaces the pool the app opens for every provider call).
 
     ``admin_token`` (default ``CONTEXTSHIFT_ADMIN_TOKEN``) is the first admin's token; without one a random
     token is made on the first start. ``on_started`` gets what start-up did (e.g. to print the login URL once).
@@ -102,19 +103,15 @@ def create_app(
     settings = settings if settings is not None else Settings.from_env()
     # CONTEXTSHIFT_EMBEDDINGS names a model the extra is missing for (EMBEDDINGS_NOT_INSTALLED) or no model
     # at all (UNKNOWN_EMBEDDINGS): refuse to start rather than recall without it unnoticed; else load it now.
-    load_embedder(settings.embeddings or NONE)
-    token = configured_admin_token(admin_token if admin_token is not None else settings.admin_token or "")
-    key = secret_key if secret_key is not None else current_key()
-    hosts = list(allowed_hosts) if allowed_hosts is not None else list(settings.allowed_hosts)
-    url = database_url or settings.database_url
-    db = database if database is not None else Database(url, instance_id=instance_id_from_env())
-    options = dict(client_options or {})
-    limit = max_body_bytes if max_body_bytes is not None else settings.max_body_bytes or DEFAULT_MAX_BODY_BYTES
-    session_lifetime()  # a wrong CONTEXTSHIFT_SESSION_DAYS stops the start (Settings checked it too)
+    rules = Rules.from_settings(settings)
+    token = configured_admin_token(admin_token if admin_token is not None else settings.admin_token)
+    key = secret_key if secret_key is not None else current_key(settings.secret_key, settings.data_dir)
+    db = database if database is not None else configured_database(settings, database_url)
     hours = settings.proxy_audit_hours
     ttl = proxy_audit_ttl if proxy_audit_ttl is not None else timedelta(hours=hours) if hours is not None else None
+    options = client_options or {}
     services = _Services.build(
-        db, settings, client_factory=client_factory, options=options, audit_ttl=ttl, run_jobs=run_jobs
+        db, settings, rules, factory=client_factory, options=options, audit_ttl=ttl, jobs=run_jobs
     )
     app = FastAPI(
         title="contextshift",
@@ -122,23 +119,24 @@ def create_app(
         description="Keeps long LLM conversations inside a model's context window without losing what matters.",
         lifespan=_lifespan(services, token, on_started, run_jobs=run_jobs),
     )
-    app.state.db = db
-    app.state.settings = settings
-    app.state.compactor = services.compactor
-    app.state.jobs = services.runner
-    app.state.generations = services.generations
-    app.state.proxy = services.proxy
-    app.state.login_limiter = LoginLimiter(
-        login_limit or settings.login_limit or DEFAULT_LIMIT,
-        settings.login_limit_storage or DEFAULT_STORAGE,
+    limiter = LoginLimiter(
+        login_limit or settings.login_limit or DEFAULT_LIMIT, settings.login_limit_storage or DEFAULT_STORAGE
     )
+    _set_state(app, services, settings, rules, limiter)
     install_error_handlers(app)
+    hosts = list(allowed_hosts) if allowed_hosts is not None else list(settings.allowed_hosts)
+    limit = max_body_bytes if max_body_bytes is not None else settings.max_body_bytes or DEFAULT_MAX_BODY_BYTES
     _add_middleware(
-        app, csrf_secret=derived_secret(key, "csrf"), max_body_bytes=limit, hosts=hosts, bound_host=bound_host
+        app,
+        csrf_secret=derived_secret(key, "csrf"),
+        max_body_bytes=limit,
+        release_memory=settings.release_memory,
+        hosts=hosts,
+        bound_host=bound_host,
     )
     browser.quiet_tokens_in_access_log()
     routers = _include_routers(app)
-    install_health(app)  # open to all, yet behind the Host check (400) and the body limit (413, even on a GET)
+    install_health(app, db, services.runner)  # open to all, yet behind the Host check (400) and the body limit
     _document_refusals(app, routers)
     mount_web(app)
     return app
@@ -146,44 +144,74 @@ def create_app(
 
 @dataclass(frozen=True, slots=True)
 class _Services:
-    """The services the routes reach through ``app.state``, on one database and one provider client factory."""
+    """The services the routes reach (through api/deps.py), on one database, one provider client factory and
+    one shared HTTP connection pool, each given its collaborators by constructor."""
 
     db: Database
     compactor: Compactor
     runner: JobRunner
     proxy: ProxyService
     generations: Generations
-    #: The client options every service was given (each has its own copy to hold the shared HTTP client).
-    options: dict[str, Any]
+    #: The HTTP connection pool of every provider call: opened when the app starts, closed when it stops.
+    shared: SharedClient
 
     @classmethod
     def build(
         cls,
         db: Database,
         settings: Settings,
+        rules: Rules,
         *,
-        client_factory: ClientFactory,
-        options: dict[str, Any],
+        factory: ClientFactory,
+        options: Mapping[str, Any],
         audit_ttl: timedelta | None,
-        run_jobs: bool,
+        jobs: bool,
     ) -> _Services:
+        options = dict(options)
+        shared = SharedClient(options.pop("http_client", None))  # a caller's own pool is used, not closed
         wait = settings.compaction_wait_seconds
-        compactor = Compactor(db, client_factory=client_factory, client_options=options, sync_wait=wait)
-        runner = make_runner(db, compactor, run_jobs=run_jobs)
-        generations = Generations(db, client_factory=client_factory, compactor=compactor, **options)
+
+        async def queue_pass(chat_id: str) -> bool:  # the runner made below: a pass needs the compactor it queues
+            return await runner.queue_compaction(chat_id)
+
+        compactor = Compactor(
+            db,
+            client_factory=factory,
+            client_options=options,
+            shared_client=shared,
+            rules=rules,
+            sync_wait=wait,
+            queue=queue_pass,
+        )
+        runner = make_runner(db, compactor, run_jobs=jobs)
+        generations = Generations(
+            db, client_factory=factory, compactor=compactor, shared_client=shared, rules=rules, **options
+        )
         # one cache of what local servers say of their context, for chat turns and /v1 calls alike
         proxy = ProxyService(
             db,
-            client_factory=client_factory,
-            client_options=dict(options),
+            client_factory=factory,
+            client_options=options,
             audit_ttl=audit_ttl,
             server_counting=generations.server_counting,
+            shared_client=shared,
+            rules=rules,
         )
-        return cls(db, compactor, runner, proxy, generations, options)
+        return cls(db, compactor, runner, proxy, generations, shared)
 
-    def option_holders(self) -> tuple[MutableMapping[str, Any], ...]:
-        """The client options each provider-calling service reads at every call."""
-        return (self.generations.client_options, self.compactor.client_options, self.proxy.client_options)
+
+def _set_state(app: FastAPI, services: _Services, settings: Settings, rules: Rules, limiter: LoginLimiter) -> None:
+    """What the routes and middleware reach, set once here and read only through the dependencies of
+    api/deps.py."""
+    app.state.db = services.db
+    app.state.settings = settings
+    app.state.compactor = services.compactor
+    app.state.jobs = services.runner
+    app.state.generations = services.generations
+    app.state.proxy = services.proxy
+    app.state.rules = rules
+    app.state.session_lifetime = session_lifetime(settings.session_days)
+    app.state.login_limiter = limiter
 
 
 def _lifespan(
@@ -201,11 +229,7 @@ def _lifespan(
             log.warning("no enabled admin is left: `contextshift token create --user NAME` signs someone in")
         if on_started is not None:
             on_started(started)
-        # One HTTP connection pool for every provider call (no TLS set-up per turn) unless the caller gave one.
-        shared = None if "http_client" in services.options else httpx.AsyncClient()
-        if shared is not None:
-            for holder in services.option_holders():
-                holder["http_client"] = shared
+        services.shared.open()  # one HTTP connection pool for every provider call: no TLS set-up per turn
         await services.runner.start()  # with run_jobs, picks up the background work a restart left queued
         try:
             yield
@@ -213,17 +237,20 @@ def _lifespan(
             await services.generations.settle()  # after-turn checks may still queue a pass
             await services.proxy.settle()  # the endpoint's calls whose end is still being written
             await services.runner.stop()
-            if shared is not None:
-                for holder in services.option_holders():
-                    holder.pop("http_client", None)
-                await shared.aclose()
+            await services.shared.aclose()
             await db.close()
 
     return lifespan
 
 
 def _add_middleware(
-    app: FastAPI, *, csrf_secret: str, max_body_bytes: int, hosts: list[str], bound_host: str | None
+    app: FastAPI,
+    *,
+    csrf_secret: str,
+    max_body_bytes: int,
+    release_memory: bool,
+    hosts: list[str],
+    bound_host: str | None,
 ) -> None:
     """Outermost last: /v1's error shapes, Host/Origin/body type and the security headers, the body limit, the
     token login (/?token=), the CSRF check of cookie-authenticated changes, who is calling, then the shape and
@@ -232,7 +259,8 @@ def _add_middleware(
     app.add_middleware(AuthMiddleware)
     app.add_middleware(CsrfGuard, **csrf_options(csrf_secret))
     app.add_middleware(TokenLogin)
-    app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes)  # nothing behind it runs for an oversized body
+    # nothing behind it runs for an oversized body
+    app.add_middleware(RequestLimits, max_body_bytes=max_body_bytes, release_memory=release_memory)
     app.add_middleware(RequestGuard, extra_hosts=hosts, bound_host=bound_host)
     app.add_middleware(CompatErrors)  # /v1's refusals, wherever decided, in the shape its SDKs read
 

@@ -12,7 +12,6 @@ scheme in the OpenAPI document.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any
@@ -29,6 +28,7 @@ from ..storage.database import DatabaseBusy
 from ..storage.repositories.users import hash_secret, stale
 from ..storage.tables import ApiTokenRow, UserRow
 from ..storage.types import utcnow
+from .deps import database, login_limiter, session_length
 from .errors import error_response, http_headers, http_status
 
 bearer_scheme = HTTPBearer(
@@ -40,8 +40,6 @@ bearer_scheme = HTTPBearer(
 
 #: The browser's session cookie (see ``browser.py``); a session lasts ``SESSION_LIFETIME``.
 SESSION_COOKIE = "contextshift_session"
-#: How many days a browser session lasts (its cookie's ``Max-Age`` too); default ``SESSION_LIFETIME``, 30 days.
-SESSION_DAYS_ENV = "CONTEXTSHIFT_SESSION_DAYS"
 #: Paths that need a signed-in user: the API and the OpenAI-compatible endpoint.
 PROTECTED_PREFIXES = ("/api/", "/v1/")
 #: The header the ``anthropic`` SDK sends its API key in (a contextshift token, on ``/v1`` only).
@@ -71,23 +69,10 @@ class AuthError(ServiceError):
         super().__init__(Refusal.UNAUTHENTICATED, code, message)
 
 
-def session_lifetime() -> timedelta:
-    """How long a browser session lasts: ``CONTEXTSHIFT_SESSION_DAYS`` (a positive number of days, fractions
-    allowed), else ``SESSION_LIFETIME`` (30 days).
-
-    Raises:
-        ValueError: the setting is not a positive number.
-    """
-    raw = os.environ.get(SESSION_DAYS_ENV, "").strip()
-    if not raw:
-        return SESSION_LIFETIME
-    try:
-        days = float(raw)
-    except ValueError:
-        days = float("nan")
-    if not 0 < days <= 3650:
-        raise ValueError(f"{SESSION_DAYS_ENV} must be a number of days above 0 and at most 3650, not {raw!r}")
-    return timedelta(days=days)
+def session_lifetime(days: float | None = None) -> timedelta:
+    """How long a browser session lasts (its cookie's ``Max-Age`` too): ``days`` (``CONTEXTSHIFT_SESSION_DAYS``,
+    checked by ``Settings``), else ``SESSION_LIFETIME`` (30 days)."""
+    return SESSION_LIFETIME if days is None else timedelta(days=days)
 
 
 def auth_required() -> AuthError:
@@ -98,9 +83,12 @@ def auth_invalid() -> AuthError:
     return AuthError("AUTH_INVALID", "The token is not valid (wrong, revoked, or its user is disabled).")
 
 
-async def principal_for(db: Database, secret: str, kind: str = "api") -> Principal | None:
+async def principal_for(
+    db: Database, secret: str, kind: str = "api", lifetime: timedelta = SESSION_LIFETIME
+) -> Principal | None:
     """The principal a secret stands for, or None when it is not a valid token of that ``kind`` (``api`` for
-    bearer tokens, ``session`` for the browser's cookie) of an enabled user."""
+    bearer tokens, ``session`` for the browser's cookie, which ends ``lifetime`` after it was opened) of an
+    enabled user."""
     key = ("sign-in", hash_secret(secret))
     found: tuple[ApiTokenRow, UserRow] | None = db.reads.get(key)  # kept until a write to tokens or users
     if found is None:
@@ -116,7 +104,7 @@ async def principal_for(db: Database, secret: str, kind: str = "api") -> Princip
             await Repositories(session).tokens.touch(token.id)
     if user.disabled or token.kind != kind:
         return None
-    if kind == "session" and utcnow() - token.created_at > session_lifetime():
+    if kind == "session" and utcnow() - token.created_at > lifetime:
         return None
     return Principal(
         user_id=user.id, name=user.name, role=user.role, token_id=token.id, context_strategy=token.context_strategy
@@ -173,12 +161,12 @@ class AuthMiddleware:
         cookie = request.cookies.get(SESSION_COOKIE) if header is None and api_key is None else None
         if header is None and api_key is None and not cookie:
             raise auth_required()
-        limiter = getattr(request.app.state, "login_limiter", None)
+        limiter = login_limiter(request)
         secret = bearer_secret(header) if header is not None else (api_key.strip() or None) if api_key else cookie
         found = None
         if secret is not None:
             kind = "session" if header is None and api_key is None else "api"
-            found = await principal_for(request.app.state.db, secret, kind=kind)
+            found = await principal_for(database(request), secret, kind=kind, lifetime=session_length(request))
         if found is None:
             if limiter is not None:
                 await limiter.check(request)  # a limited client is told when to try again, uncounted

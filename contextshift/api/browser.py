@@ -3,7 +3,7 @@
 - ``GET /?token=…`` checks the token, sets the session cookie (HttpOnly, SameSite=Strict, Secure over https)
   and redirects to ``/`` without the token in the address (a wrong token: to the sign-in page).
 - ``POST /session {"token"}`` does the same for the UI's sign-in page; ``DELETE /session`` signs out.
-- A session is a token of kind ``session`` (stored hashed, like API tokens), valid for ``session_lifetime()``
+- A session is a token of kind ``session`` (stored hashed, like API tokens), valid for the app's session length
   (``CONTEXTSHIFT_SESSION_DAYS``, default 30 days); its cookie carries the same ``Max-Age``. It belongs to the
   API token it was opened with: revoking that token ends it at once. ``GET /api/v2/sessions`` lists a user's
   sessions and ``DELETE /api/v2/sessions/{id}`` ends one (routes/users.py).
@@ -29,7 +29,8 @@ from starlette_csrf.middleware import CSRFMiddleware
 from ..service.errors import ServiceError
 from ..storage import Repositories
 from ..storage.types import utcnow
-from .auth import SESSION_COOKIE, auth_invalid, principal_for, session_lifetime
+from .auth import SESSION_COOKIE, auth_invalid, principal_for
+from .deps import database, login_limiter, session_length
 from .errors import error_responses, http_headers, http_status
 
 CSRF_COOKIE = "contextshift_csrf"
@@ -57,15 +58,16 @@ async def start_session(request: Request, secret: str) -> str | None:
     Raises:
         ServiceError: 429 ``AUTH_RATE_LIMITED``, a wrong token from a client whose tokens failed too often lately.
     """
-    limiter = request.app.state.login_limiter
-    principal = await principal_for(request.app.state.db, secret)
+    limiter, db = login_limiter(request), database(request)
+    principal = await principal_for(db, secret)
     if principal is None:
-        await limiter.check(request)
-        await limiter.failed(request)
+        if limiter is not None:
+            await limiter.check(request)
+            await limiter.failed(request)
         return None
-    async with request.app.state.db.session() as session:
+    async with db.session() as session:
         tokens = Repositories(session).tokens
-        await tokens.delete_sessions_before(utcnow() - session_lifetime())  # expired ones sign no one in anyway
+        await tokens.delete_sessions_before(utcnow() - session_length(request))  # expired ones sign no one in anyway
         issued = await tokens.issue(principal.user_id, name="browser", kind="session", opened_by=principal.token_id)
     return issued.secret
 
@@ -78,7 +80,7 @@ def set_session_cookie(request: Request, response: Response, secret: str) -> Non
         samesite="strict",
         secure=request.url.scheme == "https",
         path="/",
-        max_age=int(session_lifetime().total_seconds()),  # the session's own end, not the browser's
+        max_age=int(session_length(request).total_seconds()),  # the session's own end, not the browser's
     )
 
 
@@ -119,7 +121,8 @@ async def sign_in(body: SessionCreate, request: Request) -> Any:
     session_secret = await start_session(request, body.token)
     if session_secret is None:
         raise auth_invalid()
-    principal = await principal_for(request.app.state.db, session_secret, kind="session")
+    lifetime = session_length(request)
+    principal = await principal_for(database(request), session_secret, kind="session", lifetime=lifetime)
     response = JSONResponse({"signed_in": True, "name": principal.name if principal else None})
     set_session_cookie(request, response, session_secret)
     return response
@@ -130,7 +133,7 @@ async def sign_out(request: Request) -> Any:
     """Sign the browser out: its session ends at once, and the cookie is cleared."""
     secret = request.cookies.get(SESSION_COOKIE)
     if secret:
-        async with request.app.state.db.session() as session:
+        async with database(request).session() as session:
             await Repositories(session).tokens.revoke_secret(secret)
     response = JSONResponse({"signed_in": False, "name": None})
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")

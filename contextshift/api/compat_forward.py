@@ -56,11 +56,6 @@ class Dialect:
     stream_refusal: Callable[[str, str], bytes]
 
 
-def proxy_service(request: Request) -> ProxyService:
-    service: ProxyService = request.app.state.proxy
-    return service
-
-
 async def read_body(request: Request) -> tuple[jsonspans.Parsed, bool]:
     """The parsed body (with each message's JSON text), and whether it is free of NUL characters.
 
@@ -140,4 +135,4 @@ async def _stream(
             yield chunk
 
 
-__all__ = ["AUDIT_HEADER", "EXCLUDED_HEADER", "Dialect", "forward", "proxy_service", "read_body", "visibility"]
+__all__ = ["AUDIT_HEADER", "EXCLUDED_HEADER", "Dialect", "forward", "read_body", "visibility"]

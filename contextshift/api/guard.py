@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -21,7 +20,6 @@ from starlette.datastructures import Headers, MutableHeaders
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-ALLOWED_HOSTS_ENV = "CONTEXTSHIFT_ALLOWED_HOSTS"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Paths whose state-changing requests must be JSON (the API, the OpenAI-compatible endpoint, the sign-in).
@@ -54,10 +52,6 @@ def host_name(value: str) -> str:
     if value.count(":") == 1:
         return value.split(":", 1)[0]
     return value
-
-
-def allowed_hosts_from_env() -> list[str]:
-    return [h for h in (part.strip() for part in os.environ.get(ALLOWED_HOSTS_ENV, "").split(",")) if h]
 
 
 def _refusal(status: int, code: str, message: str, **params: str) -> JSONResponse:

@@ -16,6 +16,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from .. import __version__
+from ..jobs import JobRunner
+from ..storage import Database
 from ..storage.liveness import InstanceRepository
 
 log = logging.getLogger("contextshift.api")
@@ -43,9 +45,8 @@ class Health(BaseModel):
     workers: list[WorkerHealth] = Field(description="Live instances that run jobs, newest first")
 
 
-def install_health(app: FastAPI) -> None:
-    db = app.state.db
-    runner = app.state.jobs
+def install_health(app: FastAPI, db: Database, runner: JobRunner) -> None:
+    """``GET /healthz`` on ``app``: ``db`` answers (or not) and ``runner``'s live workers."""
 
     @app.get(
         "/healthz",
@@ -75,7 +76,7 @@ def install_health(app: FastAPI) -> None:
             database_status="ok" if reachable else "unavailable",
             instance_id=db.instance_id,
             role="api+jobs" if runner.run_jobs else "api",
-            jobs=runner.kind,
+            jobs="procrastinate" if runner.kind == "procrastinate" else "local",
             workers=workers,
         )
         if not reachable:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import re
 import sys
 from array import array
@@ -51,9 +50,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-#: The default limit of a request body: 8 MiB. ``CONTEXTSHIFT_MAX_BODY_BYTES`` changes it.
+#: The default limit of a request body: 8 MiB. ``CONTEXTSHIFT_MAX_BODY_BYTES`` (through ``Settings``) changes it.
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
-MAX_BODY_ENV = "CONTEXTSHIFT_MAX_BODY_BYTES"
 PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
 #: The largest request line and headers: h11's own limit of a head that arrives in pieces, which uvicorn uses
 #: (api/protocol.py answers that one); a head that arrives whole is measured here, so both answer 431 alike.
@@ -72,6 +70,7 @@ MAX_PARTS = 200_000
 MAX_MESSAGES = 10_000
 #: A request body at least this large hands the memory it freed back to the system once answered (glibc).
 RELEASE_AFTER_BYTES = 256 * 1024
+#: The setting that turns the release off (``Settings.release_memory``; benchmarks/limits.py sets it).
 RELEASE_MEMORY_ENV = "CONTEXTSHIFT_RELEASE_MEMORY"
 JSON_TOO_DEEP = "JSON_TOO_DEEP"
 TOO_MANY_PARTS = "TOO_MANY_PARTS"
@@ -84,17 +83,6 @@ _JSON_PATHS = ("/api/", "/v1/")
 
 #: C0 controls and DEL: never part of an id or a sensible query value.
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
-
-
-def max_body_bytes_from_env() -> int:
-    """``CONTEXTSHIFT_MAX_BODY_BYTES`` (a positive integer), else :data:`DEFAULT_MAX_BODY_BYTES`."""
-    raw = os.environ.get(MAX_BODY_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_BODY_BYTES
-    value = int(raw)
-    if value < 1:
-        raise ValueError(f"{MAX_BODY_ENV} must be a positive number of bytes")
-    return value
 
 
 class BodyTooLarge(ContextShiftError):
@@ -280,10 +268,10 @@ async def _discard(receive: Receive, already: int = 0) -> None:
                 return
 
 
-def malloc_trim() -> Callable[[int], int] | None:
+def malloc_trim(enabled: bool = True) -> Callable[[int], int] | None:
     """glibc's ``malloc_trim`` (give the free pages at the heap's top and inside it back to the system), or None
-    where the C library has none (macOS, musl) or ``CONTEXTSHIFT_RELEASE_MEMORY`` is ``0``/``false``/``no``."""
-    if os.environ.get(RELEASE_MEMORY_ENV, "").strip().lower() in {"0", "false", "no", "off"}:
+    where the C library has none (macOS, musl) or when not ``enabled`` (``CONTEXTSHIFT_RELEASE_MEMORY=0``)."""
+    if not enabled:
         return None
     if not sys.platform.startswith("linux"):
         return None
@@ -347,14 +335,20 @@ class _Counted:
 class RequestLimits:
     """ASGI middleware: 413 for a body over ``max_body_bytes`` (readable: see the module's doc), 404 for a path or
     a query string with a control character, 431 for a large head; the memory of a large request given back
-    once it is answered (:class:`MemoryRelease`). :class:`BodyChecks` does N6, further in."""
+    once it is answered (:class:`MemoryRelease`; not when ``release_memory`` is False). :class:`BodyChecks` does
+    N6, further in."""
 
     def __init__(
-        self, app: ASGIApp, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, release: MemoryRelease | None = None
+        self,
+        app: ASGIApp,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        release: MemoryRelease | None = None,
+        *,
+        release_memory: bool = True,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.release = release if release is not None else MemoryRelease(malloc_trim())
+        self.release = release if release is not None else MemoryRelease(malloc_trim(release_memory))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

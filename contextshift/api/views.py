@@ -9,9 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, TypeVar
 
-from ..core.calibration import Calibration, calibrated, report
+from ..core.calibration import DEFAULT_MARGIN, Calibration, calibrated, report
 from ..providers import enforces_output_limit
-from ..service.calibration import base_margin
 from ..service.compaction import settings_of
 from ..service.status import log_dict
 from ..service.turn import profile_for
@@ -74,11 +73,13 @@ def provider(row: ProviderRow) -> s.ProviderOut:
     )
 
 
-def model(row: ModelRow, calibrations: dict[tuple[str, str], Calibration] | None = None) -> s.ModelOut:
-    """A model; with ``calibrations`` (from ``repos.calibrations.get_many``) its calibration too (T5)."""
+def model(
+    row: ModelRow, calibrations: dict[tuple[str, str], Calibration] | None = None, *, margin: float = DEFAULT_MARGIN
+) -> s.ModelOut:
+    """A model; with ``calibrations`` (from ``repos.calibrations.get_many``) its calibration too (T5), reported
+    with ``margin``, that of an uncalibrated estimate (``Rules.estimate_margin``)."""
     profile = profile_for(row)
     found = (calibrations or {}).get((row.id, profile.name), Calibration())
-    margin = base_margin()
     return s.ModelOut(
         id=row.id,
         provider_id=row.provider_id,

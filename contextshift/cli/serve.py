@@ -121,18 +121,18 @@ def proxy_options(flag: str | None, configured: str | None = None) -> dict[str, 
     return {"proxy_headers": True, "forwarded_allow_ips": trusted}
 
 
-def secure_data_dir() -> Path:
-    """The data directory (``CONTEXTSHIFT_DATA_DIR`` or the user's), made readable by its owner only (0700): it
-    holds the SQLite file and the encryption key. ``data_dir`` creates a missing one with 0700; one that was
-    found with wider permissions (e.g. 0755, made by hand or by an older version) is narrowed here, at each
-    ``serve`` start. One that is not ours is left as its owner set it.
+def secure_data_dir(configured: str | None = None) -> Path:
+    """The data directory (``configured``: ``CONTEXTSHIFT_DATA_DIR``, else the user's), made readable by its
+    owner only (0700): it holds the SQLite file and the encryption key. ``data_dir`` creates a missing one with
+    0700; one that was found with wider permissions (e.g. 0755, made by hand or by an older version) is narrowed
+    here, at each ``serve`` start. One that is not ours is left as its owner set it.
 
     Returns:
         The directory.
     """
     from ..storage.urls import data_dir
 
-    directory = data_dir()
+    directory = data_dir(configured)
     try:
         if directory.stat().st_mode & 0o077:
             directory.chmod(0o700)
@@ -154,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"contextshift serve: {error}", file=sys.stderr)
         return 2
-    directory = secure_data_dir()
-    url = args.database or settings.database_url or default_database_url()
+    directory = secure_data_dir(settings.data_dir)
+    url = args.database or settings.database_url or default_database_url(settings.data_dir)
     address = base_url(args.host, args.port)
 
     def announce(started: Bootstrap) -> None:

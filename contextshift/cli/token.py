@@ -13,6 +13,7 @@ import asyncio
 import sys
 from typing import Any, TextIO
 
+from ..settings import Settings
 from .serve import ADDRESS_FILE, DEFAULT_HOST, DEFAULT_PORT, base_url, recorded_address
 
 EXIT_OK = 0
@@ -35,11 +36,11 @@ def add_parser(commands: Any) -> None:
     create.set_defaults(run=run)
 
 
-async def _create(url: str, user: str | None, name: str) -> tuple[str, str]:
+async def _create(url: str, user: str | None, name: str, settings: Settings) -> tuple[str, str]:
     from ..service.accounts import create_token
-    from ..storage import Database
+    from ..storage.configured import configured_database
 
-    db = Database(url)
+    db = configured_database(settings, url, instance=False)
     await db.start()
     try:
         return await create_token(db, user, name=name)
@@ -49,32 +50,39 @@ async def _create(url: str, user: str | None, name: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     from ..service.errors import ServiceError
-    from ..settings import Settings
     from ..storage import default_database_url
 
     out = out or sys.stdout
     err = err or sys.stderr
-    url = args.database or Settings.from_env().database_url or default_database_url()
     try:
-        user, secret = asyncio.run(_create(url, args.user, args.name))
+        settings = Settings.from_env()  # read once
+    except ValueError as error:
+        print(f"contextshift token: {error}", file=err)
+        return EXIT_BAD_INPUT
+    url = args.database or settings.database_url or default_database_url(settings.data_dir)
+    try:
+        user, secret = asyncio.run(_create(url, args.user, args.name, settings))
     except ServiceError as error:
         print(f"{error.code}: {error.message}", file=err)
         return EXIT_BAD_INPUT
-    address, source = sign_in_address(args.host, args.port, url)
+    address, source = sign_in_address(args.host, args.port, url, settings.data_dir)
     print(f"a new token for {user} (shown once):\n{secret}", file=out)
     print(f"sign in: {address}/?token={secret}", file=out)
     print(f"  ({source})", file=out)
     return EXIT_OK
 
 
-def sign_in_address(host: str | None, port: int | None, database: str) -> tuple[str, str]:
-    """The service's base URL for the sign-in link, and where it comes from (said to the user)."""
+def sign_in_address(
+    host: str | None, port: int | None, database: str, directory_setting: str | None = None
+) -> tuple[str, str]:
+    """The service's base URL for the sign-in link, and where it comes from (said to the user);
+    ``directory_setting``: ``CONTEXTSHIFT_DATA_DIR``, where ``serve`` recorded its address."""
     from ..storage import display_url
     from ..storage.urls import data_dir
 
     if host is not None or port is not None:
         return base_url(host or DEFAULT_HOST, port or DEFAULT_PORT), "address from --host/--port"
-    directory = data_dir()
+    directory = data_dir(directory_setting)
     recorded = recorded_address(directory, display_url(database))
     if recorded is not None:
         return recorded, f"the address `contextshift serve` last listened on, recorded in {directory / ADDRESS_FILE}"

@@ -16,6 +16,8 @@ import signal
 import sys
 from typing import Any
 
+from ..settings import Settings
+
 log = logging.getLogger("contextshift.worker")
 
 EXIT_OK = 0
@@ -38,21 +40,27 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
-async def work(url: str, concurrency: int, *, stop: asyncio.Event | None = None) -> int:
-    """Run jobs until ``stop`` is set (or a signal sets it), then let running jobs finish."""
-    import httpx
-
+async def work(
+    url: str, concurrency: int, *, stop: asyncio.Event | None = None, settings: Settings | None = None
+) -> int:
+    """Run jobs until ``stop`` is set (or a signal sets it), then let running jobs finish; ``settings``: the
+    ``CONTEXTSHIFT_*`` settings (default: none set)."""
     from ..jobs import make_runner
+    from ..service.calls import SharedClient
     from ..service.compaction import Compactor
-    from ..storage import Database
-    from ..storage.liveness import instance_id_from_env
+    from ..service.rules import Rules
+    from ..storage.configured import configured_database
 
+    settings = settings if settings is not None else Settings()
     stop = stop or asyncio.Event()
-    db = Database(url, instance_id=instance_id_from_env())
+    db = configured_database(settings, url)
     db.heartbeat.role = "worker"
     await db.start()
-    shared = httpx.AsyncClient()  # one connection pool for every summarizer call
-    runner = make_runner(db, Compactor(db, client_options={"http_client": shared}), concurrency=concurrency, grace=None)
+    shared = SharedClient()  # one connection pool for every summarizer call
+    shared.open()
+    rules = Rules.from_settings(settings, embeddings=False)  # the provider hosts a pass may call, the margin
+    compactor = Compactor(db, shared_client=shared, rules=rules, sync_wait=settings.compaction_wait_seconds)
+    runner = make_runner(db, compactor, concurrency=concurrency, grace=None)
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
 
@@ -104,16 +112,20 @@ async def work(url: str, concurrency: int, *, stop: asyncio.Event | None = None)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..settings import Settings
     from ..storage import default_database_url
     from .logs import log_json_lines
 
     if args.concurrency < 1:
         print("--concurrency must be at least 1", file=sys.stderr)
         return EXIT_BAD_INPUT
-    log_json_lines()
-    url = args.database or Settings.from_env().database_url or default_database_url()
     try:
-        return asyncio.run(work(url, args.concurrency))
+        settings = Settings.from_env()  # read once
+    except ValueError as error:
+        print(f"contextshift worker: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    log_json_lines()
+    url = args.database or settings.database_url or default_database_url(settings.data_dir)
+    try:
+        return asyncio.run(work(url, args.concurrency, settings=settings))
     except asyncio.CancelledError:  # a second signal
         return EXIT_FAILED

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -209,12 +208,6 @@ def load_embedder(name: str) -> Embedder | None:
     return _loaded(key)
 
 
-def configured_embedder() -> Embedder | None:
-    """The embedder ``CONTEXTSHIFT_EMBEDDINGS`` selects (None when unset or ``none``); raises as
-    :func:`load_embedder`."""
-    return load_embedder(os.environ.get(EMBEDDINGS_ENV, "").strip() or NONE)
-
-
 __all__ = [
     "EMBEDDINGS_ENV",
     "EmbeddingsCorrupt",
@@ -222,6 +215,5 @@ __all__ = [
     "MiniLMEmbedder",
     "UnknownEmbeddings",
     "available",
-    "configured_embedder",
     "load_embedder",
 ]

@@ -49,5 +49,6 @@ class RunnerBase:
         raise NotImplementedError
 
     async def queue_compaction(self, chat_id: str) -> bool:
-        """``Compactor.queue``: a background pass of the chat (False when one waits already)."""
+        """A background pass of the chat (False when one waits already): what ``create_app`` gives its
+        ``Compactor`` as ``queue``."""
         return await self.enqueue(COMPACTION_PASS, {"chat_id": chat_id})

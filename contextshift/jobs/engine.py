@@ -194,7 +194,6 @@ class EngineRunner(RunnerBase):
     async def start(self) -> None:
         await self.app.open_async()
         self._open = True
-        self.compactor.queue = self.queue_compaction
         if self.run_jobs:
             heartbeat = self.db.heartbeat
             self._worker = Worker(
@@ -229,8 +228,6 @@ class EngineRunner(RunnerBase):
             except Exception as error:  # the worker had stopped on a failure of its own (``wait`` returned)
                 log.warning("the job engine's worker stopped on %s", type(error).__name__)
         self._tasks, self._worker = [], None
-        if self.compactor.queue == self.queue_compaction:
-            self.compactor.queue = None
         if self._open:
             await self.app.close_async()
             self._open = False

@@ -74,7 +74,6 @@ class LocalRunner(RunnerBase):
         self._next_due: dict[str, float] = {}  # a periodic job's next queueing, by this process's clock only
 
     async def start(self) -> None:
-        self.compactor.queue = self.queue_compaction
         if not self.run_jobs:
             return
         self._stopping.clear()
@@ -102,8 +101,6 @@ class LocalRunner(RunnerBase):
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             self._loops = []
-        if self.compactor.queue == self.queue_compaction:
-            self.compactor.queue = None
 
     async def wait(self) -> None:
         """Until the runner stops."""

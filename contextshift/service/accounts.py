@@ -10,7 +10,6 @@ given to a new admin), a random one is made and shown as on a first start.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -38,9 +37,9 @@ class Bootstrap:
 
 
 def configured_admin_token(explicit: str | None = None) -> str | None:
-    """``explicit`` or ``CONTEXTSHIFT_ADMIN_TOKEN`` (stripped), or None; too short a token is an error."""
-    value = explicit if explicit is not None else os.environ.get(ADMIN_TOKEN_ENV, "")
-    value = value.strip()
+    """``explicit`` (``CONTEXTSHIFT_ADMIN_TOKEN``, through ``Settings``), stripped, or None; too short a token is
+    an error."""
+    value = (explicit or "").strip()
     if not value:
         return None
     if len(value) < MIN_ADMIN_TOKEN_LENGTH or any(c.isspace() or not c.isprintable() for c in value):

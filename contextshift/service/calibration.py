@@ -4,13 +4,13 @@ The model's own profile (T2) counts; its stored :class:`~contextshift.core.calib
 (one per model and profile, shared by every instance through the database) scales approximate counts
 and adds the safety margin. After every successful call the provider's prompt tokens are compared with
 the uncalibrated count of the exact request that was sent, and the ratio is folded into the stored factor.
-The margin of an uncalibrated estimate is ``CONTEXTSHIFT_ESTIMATE_MARGIN`` (a share, default 0.10).
+The margin of an uncalibrated estimate is ``CONTEXTSHIFT_ESTIMATE_MARGIN`` (a share, default 0.10), handed down
+by the services (``Rules.estimate_margin``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,23 +25,6 @@ from ..storage.tables import ModelRow
 
 log = logging.getLogger("contextshift.calibration")
 
-MARGIN_ENV = "CONTEXTSHIFT_ESTIMATE_MARGIN"
-#: A configured margin above this is a typo, not a choice.
-MAX_MARGIN = 0.5
-
-
-def base_margin() -> float:
-    """The configured margin of an uncalibrated approximate count (``CONTEXTSHIFT_ESTIMATE_MARGIN``)."""
-    raw = os.environ.get(MARGIN_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MARGIN
-    try:
-        value = float(raw)
-    except ValueError:
-        log.warning("%s=%r is not a number; using %s", MARGIN_ENV, raw, DEFAULT_MARGIN)
-        return DEFAULT_MARGIN
-    return min(max(value, 0.0), MAX_MARGIN)
-
 
 @dataclass(frozen=True, slots=True)
 class Counting:
@@ -50,20 +33,25 @@ class Counting:
     base: TokenizerProfile
     calibration: Calibration
     profile: TokenizerProfile
+    #: The margin of an uncalibrated estimate it was made with (``CONTEXTSHIFT_ESTIMATE_MARGIN``).
+    margin: float = DEFAULT_MARGIN
 
     def report(self, profile: TokenizerProfile | None = None) -> dict[str, Any]:
-        return report(self.calibration, profile or self.profile, base_margin())
+        return report(self.calibration, profile or self.profile, self.margin)
 
 
-async def counting_for(repos: Repositories, model: ModelRow | None, base: TokenizerProfile) -> Counting:
-    """The model's counting now (an unknown or unsaved model: uncalibrated, with the full margin)."""
+async def counting_for(
+    repos: Repositories, model: ModelRow | None, base: TokenizerProfile, margin: float = DEFAULT_MARGIN
+) -> Counting:
+    """The model's counting now (an unknown or unsaved model: uncalibrated, with the full ``margin``)."""
     calibration = await repos.calibrations.get(model.id, base.name) if model is not None else Calibration()
-    return counting_of(base, calibration)
+    return counting_of(base, calibration, margin)
 
 
-def counting_of(base: TokenizerProfile, calibration: Calibration) -> Counting:
-    """The counting of a model whose calibration under ``base`` is ``calibration``."""
-    return Counting(base, calibration, calibrated(base, calibration, base_margin()))
+def counting_of(base: TokenizerProfile, calibration: Calibration, margin: float = DEFAULT_MARGIN) -> Counting:
+    """The counting of a model whose calibration under ``base`` is ``calibration``; ``margin``: that of an
+    uncalibrated estimate (``Rules.estimate_margin``)."""
+    return Counting(base, calibration, calibrated(base, calibration, margin), margin)
 
 
 #: The audit key that says a provider's prompt count was not believed (a suspected truncation).

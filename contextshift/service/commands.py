@@ -131,7 +131,8 @@ async def run_command(
         except CompactionUnavailable as error:
             answer = f"Compaction is unavailable: {error.message} ({error.code}: {error.reason})"
     else:
-        answer = status_answer(await chat_status(db, chat_id, cooldown=compactor.cooldown, counting=counting))
+        status = await chat_status(db, chat_id, cooldown=compactor.cooldown, counting=counting, rules=compactor.rules)
+        answer = status_answer(status)
     async with db.session() as session:
         return await Repositories(session).messages.append(
             chat_id, {"role": "assistant", "content": answer, "meta": {COMMAND_KEY: command}}

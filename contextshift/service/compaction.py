@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -37,9 +36,10 @@ from ..storage import Database, Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow, MessageRow
 from ..storage.types import new_id, utcnow
 from .calibration import counting_for
-from .calls import Calls, CallTarget
+from .calls import Calls, CallTarget, SharedClient
 from .compaction_call import FoldCall, PassResult
 from .history import is_command, merge
+from .rules import NO_RULES, Rules
 from .summarizer import CompactionUnavailable, Summarizer, resolve
 from .turn import chat_and_bot, profile_for, resolve_model
 
@@ -55,7 +55,6 @@ MAX_MANUAL_PASSES = 20
 HISTORY_CHANGED = "COMPACTION_HISTORY_CHANGED"
 #: N5: how long a synchronous caller waits for another request's running pass before going on without it.
 DEFAULT_SYNC_WAIT_SECONDS = 20.0
-SYNC_WAIT_ENV = "CONTEXTSHIFT_COMPACTION_WAIT_SECONDS"
 REJECTED = {
     "empty": "COMPACTION_SUMMARY_EMPTY",
     "truncated": "COMPACTION_SUMMARY_TRUNCATED",
@@ -108,30 +107,36 @@ class Compactor:
         *,
         client_factory: Callable[..., ProviderClient] = make_client,
         client_options: dict[str, Any] | None = None,
+        shared_client: SharedClient | None = None,
+        rules: Rules = NO_RULES,
         lease: timedelta | None = None,
         cooldown: float = FAILURE_COOLDOWN_SECONDS,
         wait_poll: float = 0.05,
         sync_wait: float | None = None,
+        queue: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         self.db = db
-        #: The summarizer's calls (the app puts its HTTP connection pool in the client options).
-        self.calls = Calls(client_factory, dict(client_options or {}))
+        #: The summarizer's calls (on the app's shared HTTP connection pool, while it is open).
+        self.calls = Calls(client_factory, client_options, shared_client)
+        #: What the settings decide for every pass (provider hosts, estimate margin).
+        self.rules = rules
         #: The lease is the instance's: its heartbeat renews it, and it expires when the instance dies (N5).
         self.owner = db.instance_id
         self.lease = lease if lease is not None else db.heartbeat.expiry
         self.cooldown = cooldown
         self.wait_poll = wait_poll
-        self.sync_wait = sync_wait if sync_wait is not None else _sync_wait_from_env()
-        #: Queues a background pass of a chat; False when one waits already (set by the job runner, ``jobs``).
-        self.queue: Callable[[str], Awaitable[bool]] | None = None
+        self.sync_wait = sync_wait if sync_wait is not None else DEFAULT_SYNC_WAIT_SECONDS
+        #: Queues a background pass of a chat; False when one waits already (the job runner's, given by the
+        #: app; None: a library user runs passes itself).
+        self.queue = queue
 
     @property
     def client_factory(self) -> Callable[..., ProviderClient]:
         return self.calls.factory
 
     @property
-    def client_options(self) -> MutableMapping[str, Any]:
-        return self.calls.options
+    def client_options(self) -> Mapping[str, Any]:
+        return self.calls.current_options()
 
     # -- triggers (C2) ------------------------------------------------------------------------------------
 
@@ -213,7 +218,7 @@ class Compactor:
             repos = Repositories(session)
             chat, bot = await chat_and_bot(repos, chat_id)
             try:
-                summarizer = await resolve(repos, bot)
+                summarizer = await resolve(repos, bot, self.rules.provider_hosts)
             except CompactionUnavailable:
                 if trigger == "manual":
                     raise
@@ -347,7 +352,7 @@ class Compactor:
         """
         base = profile_for(summarizer.model)
         async with self.db.session(write=False) as session:
-            counting = await counting_for(Repositories(session), summarizer.model, base)
+            counting = await counting_for(Repositories(session), summarizer.model, base, self.rules.estimate_margin)
         fold = FoldCall(self.db, history.messages, summarizer, profile, target, counting, beyond=history.beyond)
         if not await fold.select():
             return fold.outcome
@@ -442,14 +447,6 @@ async def _oldest(
             read += sum(profile.count(row_to_message(r).text) for r in page if not is_command(r))
             if read > reach:
                 return rows, True
-
-
-def _sync_wait_from_env() -> float:
-    raw = os.environ.get(SYNC_WAIT_ENV, "").strip()
-    value = float(raw) if raw else DEFAULT_SYNC_WAIT_SECONDS
-    if value < 0:
-        raise ValueError(f"{SYNC_WAIT_ENV} must be a number of seconds")
-    return value
 
 
 def _outcome_of(row: CompactionLogRow) -> Outcome:

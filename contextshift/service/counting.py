@@ -29,6 +29,7 @@ from ..pipeline import PipelineRequest, PipelineResult, run_pipeline
 from ..providers.server_context import ServerContext, ServerContexts
 from ..storage.tables import ModelRow, ProviderRow
 from ..tokenizers.server import PROFILE_NAME, ServerTokenizer, ServerTokenizers
+from .calls.shared import SharedClient
 
 log = logging.getLogger("contextshift.counting")
 
@@ -49,17 +50,18 @@ def wants_server(model: ModelRow | None, provider: ProviderRow | None, offline: 
 
 @dataclass(slots=True)
 class ServerCounting:
-    """The service's server tokenizers and the HTTP client their calls use."""
+    """The service's server tokenizers and the shared HTTP client their calls use (while it is open)."""
 
     tokenizers: ServerTokenizers = field(default_factory=ServerTokenizers)
-    client: httpx.AsyncClient | None = None
+    shared: SharedClient | None = None
     #: The context sizes local servers run their models with (llama.cpp ``/props``, Ollama ``/api/ps``...).
     contexts: ServerContexts = field(default_factory=ServerContexts)
 
     @contextlib.asynccontextmanager
     async def http(self) -> AsyncIterator[httpx.AsyncClient]:
-        if self.client is not None:
-            yield self.client
+        pool = self.shared.client if self.shared is not None else None
+        if pool is not None:
+            yield pool
             return
         async with httpx.AsyncClient() as client:
             yield client

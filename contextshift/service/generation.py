@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, MutableMapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -32,7 +32,7 @@ from ..providers import (
 from ..providers.base import PROVIDER_TIMEOUT
 from ..storage import Database, Repositories
 from ..storage.tables import ChatRow
-from .calls import Calls, ClientFactory
+from .calls import Calls, ClientFactory, SharedClient
 from .chat_audit import failed_payload, preview_payload
 from .chat_call import ChatCall, Done, Failed, GenerationEvent, Token
 from .compaction import Compactor
@@ -44,6 +44,7 @@ from .replies import (
     redo_target,
     retry_input,
 )
+from .rules import NO_RULES, Rules
 from .streaming import DEFAULT_HEARTBEAT, EventPump, Heartbeat
 from .titles import title_untitled
 from .turn import Turn, chat_and_bot, load_turn, profile_for, require_generation_ready, resolve_model
@@ -58,7 +59,12 @@ def _refusal_of(code: str) -> Refusal:
 
 
 async def warm_counts(
-    db: Database, counting: ServerCounting, chat_id: str, content: str, max_tokens: int | None
+    db: Database,
+    counting: ServerCounting,
+    chat_id: str,
+    content: str,
+    max_tokens: int | None,
+    rules: Rules = NO_RULES,
 ) -> None:
     """Fetch the server's counts of the coming prompt in a read-only pass, so that the turn's own
     transaction (which holds the write lock) makes no tokenize call."""
@@ -69,7 +75,14 @@ async def warm_counts(
         if await counting.tokenizer_for(model, provider, profile_for(model)) is None:
             return
         turn = await load_turn(
-            repos, bot=bot, chat=chat, draft=content, max_tokens=max_tokens, preview=True, server_counting=counting
+            repos,
+            bot=bot,
+            chat=chat,
+            draft=content,
+            max_tokens=max_tokens,
+            preview=True,
+            server_counting=counting,
+            rules=rules,
         )
         with contextlib.suppress(TokenBudgetExceeded):
             await run_counted(turn.request, turn.server, counting)
@@ -79,6 +92,7 @@ async def warm_counts(
 async def preview_turn(
     db: Database,
     counting: ServerCounting,
+    rules: Rules = NO_RULES,
     *,
     chat_id: str | None,
     bot_id: str | None,
@@ -102,7 +116,14 @@ async def preview_turn(
         if bot is None:
             raise not_found("bot", bot_id)
         turn = await load_turn(
-            repos, bot=bot, chat=chat, draft=draft, max_tokens=max_tokens, preview=True, server_counting=counting
+            repos,
+            bot=bot,
+            chat=chat,
+            draft=draft,
+            max_tokens=max_tokens,
+            preview=True,
+            server_counting=counting,
+            rules=rules,
         )
         try:
             return preview_payload(turn, await run_counted(turn.request, turn.server, counting))
@@ -121,11 +142,14 @@ class Generations:
         compactor: Compactor | None = None,
         turn_policy: TurnPolicy | None = None,
         heartbeat_seconds: float = DEFAULT_HEARTBEAT,
+        shared_client: SharedClient | None = None,
+        rules: Rules = NO_RULES,
         **client_options: Any,
     ) -> None:
         self.db = db
-        #: Every provider call (the app puts its HTTP connection pool in the client options).
-        self.calls = Calls(client_factory, client_options)
+        self.rules = rules  # what the settings decide for every turn: provider hosts, margin, embedder
+        #: Every provider call (on the app's shared HTTP connection pool, while it is open).
+        self.calls = Calls(client_factory, client_options, shared_client)
         self.compactor = compactor
         self.turns = ChatTurns(db, turn_policy)
         #: Seconds between SSE comment heartbeats while a stream has nothing to send.
@@ -135,20 +159,20 @@ class Generations:
         #: What the turns leave in the database (the chat audit's recorder).
         self.records = TurnRecords(db, self._running, self._after_turn)
         #: Provider tokenizers (T5): probed once per provider and model, their counts cached by content.
-        self.server_counting = ServerCounting()
+        self.server_counting = ServerCounting(shared=shared_client)
 
     @property
     def client_factory(self) -> ClientFactory:
         return self.calls.factory
 
     @property
-    def client_options(self) -> MutableMapping[str, Any]:
-        return self.calls.options
+    def client_options(self) -> Mapping[str, Any]:
+        """The options of a provider client made now (with the shared pool while it is open)."""
+        return self.calls.current_options()
 
     @property
     def counting(self) -> ServerCounting:
-        """The server tokenizers, on the service's shared HTTP client when there is one."""
-        self.server_counting.client = self.client_options.get("http_client")
+        """The server tokenizers (on the service's shared HTTP client while it is open)."""
         return self.server_counting
 
     async def _compact_before_send(self, chat_id: str) -> str | None:
@@ -190,7 +214,7 @@ class Generations:
     ) -> dict[str, Any]:
         """A5: :func:`preview_turn` on this service's database and server tokenizers."""
         return await preview_turn(
-            self.db, self.counting, chat_id=chat_id, bot_id=bot_id, draft=draft, max_tokens=max_tokens
+            self.db, self.counting, self.rules, chat_id=chat_id, bot_id=bot_id, draft=draft, max_tokens=max_tokens
         )
 
     # -- generation ---------------------------------------------------------------------------------------
@@ -231,7 +255,7 @@ class Generations:
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
         note = await self._compact_before_send(chat_id)
-        await warm_counts(self.db, self.counting, chat_id, content or "", max_tokens)
+        await warm_counts(self.db, self.counting, chat_id, content or "", max_tokens, self.rules)
         counting = self.counting
         async with self.db.session() as session:
             repos = Repositories(session)
@@ -259,10 +283,11 @@ class Generations:
                 preview=False,
                 server_counting=counting,
                 before_seq=before_seq,
+                rules=self.rules,
             )
             if note is not None:
                 turn.notes.append(note)
-            require_generation_ready(bot, turn.model, turn.provider)
+            require_generation_ready(bot, turn.model, turn.provider, self.rules.provider_hosts)
             try:
                 result = await run_counted(turn.request, turn.server, counting)
             except TokenBudgetExceeded as error:

@@ -10,7 +10,7 @@ provider said, and never the key, reaches the answer or a log.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,15 +50,18 @@ class CheckResult:
 
 
 async def list_models(
-    endpoint: Endpoint, factory: Callable[..., ProviderClient], options: Mapping[str, Any]
+    endpoint: Endpoint,
+    factory: Callable[..., ProviderClient],
+    options: Mapping[str, Any],
+    provider_hosts: Sequence[str],
 ) -> list[ListedModel]:
-    """The provider's models, one call without retries.
+    """The provider's models, one call without retries (``provider_hosts``: the setting's allowed hosts).
 
     Raises:
         ProviderError: why the provider could not be asked (its code names the cause).
         ServiceError: 422 ``PROVIDER_HOST_NOT_ALLOWED`` when the base URL's host is not allowed.
     """
-    check_provider_url(endpoint.base_url)
+    check_provider_url(endpoint.base_url, provider_hosts)
     deadline = Deadline(min(endpoint.timeout_seconds, CHECK_TIMEOUT_MAX))  # N5: one try, within this
     try:
         return await Calls(factory, dict(options)).list_models(endpoint, deadline)
@@ -70,14 +73,19 @@ async def list_models(
         ) from None
 
 
-async def check(endpoint: Endpoint, factory: Callable[..., ProviderClient], options: Mapping[str, Any]) -> CheckResult:
+async def check(
+    endpoint: Endpoint,
+    factory: Callable[..., ProviderClient],
+    options: Mapping[str, Any],
+    provider_hosts: Sequence[str],
+) -> CheckResult:
     """A connection test: the model list asked for once, its failure reported, not raised.
 
     Raises:
         ServiceError: 422 ``PROVIDER_HOST_NOT_ALLOWED`` (the call is not made).
     """
     try:
-        models = await list_models(endpoint, factory, options)
+        models = await list_models(endpoint, factory, options, provider_hosts)
     except ProviderError as error:
         log.info("provider test (%s): %s, status %s", endpoint.kind, error.code, error.status)
         return CheckResult(False, error.code, error.message, error.status)

@@ -7,7 +7,7 @@ a provider saved before the setting was narrowed is refused too, before its key 
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from .errors import Refusal, ServiceError
@@ -15,9 +15,9 @@ from .errors import Refusal, ServiceError
 PROVIDER_HOSTS_ENV = "CONTEXTSHIFT_PROVIDER_HOSTS"
 
 
-def allowed_provider_hosts() -> list[str]:
-    raw = os.environ.get(PROVIDER_HOSTS_ENV, "")
-    return [part.strip().lower().rstrip(".") for part in raw.split(",") if part.strip()]
+def host_patterns(names: Iterable[str]) -> tuple[str, ...]:
+    """The setting's host names as matched: stripped, lower case, without a trailing dot; blanks dropped."""
+    return tuple(name.strip().lower().rstrip(".") for name in names if name.strip())
 
 
 def _matches(host: str, pattern: str) -> bool:
@@ -33,16 +33,17 @@ def _host(url: str) -> str:
         return ""
 
 
-def provider_url_allowed(url: str) -> bool:
-    """Whether the setting lets a provider point at ``url`` (always, when it is not set)."""
-    allowed = allowed_provider_hosts()
+def provider_url_allowed(url: str, allowed: Sequence[str]) -> bool:
+    """Whether the setting's ``allowed`` hosts (:func:`host_patterns`) let a provider point at ``url`` (always,
+    when it is empty: not set)."""
     return not allowed or any(_matches(_host(url), pattern) for pattern in allowed)
 
 
-def check_provider_url(url: str) -> None:
-    """422 ``PROVIDER_HOST_NOT_ALLOWED`` (with the host and the allowed list) when the setting excludes its host."""
-    if not provider_url_allowed(url):
-        allowed, host = allowed_provider_hosts(), _host(url)
+def check_provider_url(url: str, allowed: Sequence[str]) -> None:
+    """422 ``PROVIDER_HOST_NOT_ALLOWED`` (with the host and the allowed list) when the setting's ``allowed``
+    hosts exclude its host."""
+    if not provider_url_allowed(url, allowed):
+        host = _host(url)
         raise ServiceError(
             Refusal.UNPROCESSABLE,
             "PROVIDER_HOST_NOT_ALLOWED",
@@ -50,5 +51,5 @@ def check_provider_url(url: str) -> None:
             f"{host or 'this URL'!r} is not one of them.",
             field="base_url",
             host=host,
-            allowed=allowed,
+            allowed=list(allowed),
         )

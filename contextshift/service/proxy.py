@@ -35,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncGenerator, MutableMapping
+from collections.abc import AsyncGenerator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -50,7 +50,7 @@ from ..storage import Database, Repositories
 from ..storage.tables import ModelRow, ProviderRow
 from . import proxy_fit as fit
 from .calibration import Counting, counting_of
-from .calls import Calls, ClientFactory
+from .calls import Calls, ClientFactory, SharedClient
 from .counting import ServerCounting
 from .provider_hosts import check_provider_url
 from .proxy_audit import DEFAULT_AUDIT_TTL, EndpointAudits
@@ -65,6 +65,7 @@ from .proxy_request import (
     reply_reserve,
     request_overhead,
 )
+from .rules import NO_RULES, Rules
 from .turn import DEFAULT_CONTEXT_LIMIT, profile_for, serializer_for
 
 log = logging.getLogger("contextshift.proxy")
@@ -94,25 +95,29 @@ class ProxyService:
         client_options: dict[str, Any] | None = None,
         audit_ttl: timedelta | None = None,
         server_counting: ServerCounting | None = None,
+        shared_client: SharedClient | None = None,
+        rules: Rules = NO_RULES,
     ) -> None:
         self.db = db
-        #: Every provider call (the app puts its HTTP connection pool in the client options).
-        self.calls = Calls(client_factory, client_options if client_options is not None else {})
+        #: What the settings decide for every call (provider hosts, estimate margin).
+        self.rules = rules
+        #: Every provider call (on the app's shared HTTP connection pool, while it is open).
+        self.calls = Calls(client_factory, client_options, shared_client)
         #: The endpoint audits, and the calls whose end is still being written.
         self.audits = EndpointAudits(db, audit_ttl)
         #: The messages of earlier calls, read again by the next call that resends them (the lean path).
         self.messages = fit.MessageCache()
         #: What a local server says of its own context size (llama.cpp, Ollama), asked once a minute at most.
-        self.server_counting = server_counting if server_counting is not None else ServerCounting()
+        self.server_counting = server_counting if server_counting is not None else ServerCounting(shared=shared_client)
 
     @property
     def client_factory(self) -> ClientFactory:
         return self.calls.factory
 
     @property
-    def client_options(self) -> MutableMapping[str, Any]:
-        """Shared with the generations (the app puts its HTTP connection pool here)."""
-        return self.calls.options
+    def client_options(self) -> Mapping[str, Any]:
+        """The options of a provider client made now (with the shared pool while it is open)."""
+        return self.calls.current_options()
 
     @property
     def audit_ttl(self) -> timedelta:
@@ -156,7 +161,7 @@ class ProxyService:
         )
         if chosen is None or provider is None or not provider.enabled:
             raise model_not_found(name)
-        check_provider_url(provider.base_url)
+        check_provider_url(provider.base_url, self.rules.provider_hosts)
         return chosen, provider
 
     async def resolve(self, name: str) -> tuple[ModelRow, ProviderRow]:
@@ -176,7 +181,7 @@ class ProxyService:
             found = await self.resolve(name)
             reads.put(key, found, stamp)
         else:
-            check_provider_url(found[1].base_url)
+            check_provider_url(found[1].base_url, self.rules.provider_hosts)
         return found
 
     async def _counting(self, model: ModelRow) -> Counting:
@@ -192,7 +197,7 @@ class ProxyService:
             async with self.db.session(write=False) as session:
                 calibration = await Repositories(session).calibrations.get(model.id, base.name)
             reads.put(key, calibration, stamp)
-        return counting_of(base, calibration)
+        return counting_of(base, calibration, self.rules.estimate_margin)
 
     async def prepare(self, call: ProxyCall) -> Prepared:
         """Resolve, fit and audit ``call``; raises ``ServiceError`` (``ContextTooLong`` and ``ReserveTooLarge``
@@ -223,7 +228,6 @@ class ProxyService:
             source = [_as_core(item) for item in fit.caller_dicts(call.messages)]
         notes: list[str] = []
         # T5: a local server running the model with a smaller context would cut the prompt silently
-        self.server_counting.client = self.calls.options.get("http_client")
         server = await self.server_counting.server_context(model, provider)
         window, fitted_to_server = fitting_window(model.context_window, server)
         if fitted_to_server is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from datetime import timedelta
 from typing import Any
 
@@ -28,22 +27,10 @@ from .proxy_request import Prepared, request_overhead
 
 log = logging.getLogger("contextshift.proxy")
 
-#: How long an endpoint audit is kept unless ``CONTEXTSHIFT_PROXY_AUDIT_HOURS`` says otherwise.
+#: How long an endpoint audit is kept unless ``CONTEXTSHIFT_PROXY_AUDIT_HOURS`` (through ``Settings``) says otherwise.
 DEFAULT_AUDIT_TTL = timedelta(hours=24)
 #: Seconds the audit waits for its request to be sent before it is written anyway (see ``record``).
 RECORD_WAIT = 2.0
-
-
-def audit_ttl_from_env() -> timedelta:
-    raw = os.environ.get("CONTEXTSHIFT_PROXY_AUDIT_HOURS")
-    if not raw:
-        return DEFAULT_AUDIT_TTL
-    try:
-        hours = float(raw)
-    except ValueError:
-        log.warning("CONTEXTSHIFT_PROXY_AUDIT_HOURS=%r is not a number; keeping audits 24 hours", raw)
-        return DEFAULT_AUDIT_TTL
-    return timedelta(hours=max(hours, 0.0))
 
 
 def _clean_usage(reply: ChatResult | None) -> dict[str, int] | None:
@@ -61,7 +48,7 @@ class EndpointAudits:
 
     def __init__(self, db: Database, audit_ttl: timedelta | None = None) -> None:
         self.db = db
-        self.audit_ttl = audit_ttl if audit_ttl is not None else audit_ttl_from_env()
+        self.audit_ttl = audit_ttl if audit_ttl is not None else DEFAULT_AUDIT_TTL
         #: The calls whose end is still being written, by audit id: (the model's id, the writing task).
         self._finishing: dict[str, tuple[str, asyncio.Task[None]]] = {}
 
@@ -251,4 +238,4 @@ class EndpointAudits:
             log.warning("could not finish endpoint audit %s (%s)", prepared.audit_id, type(error).__name__)
 
 
-__all__ = ["DEFAULT_AUDIT_TTL", "RECORD_WAIT", "EndpointAudits", "audit_ttl_from_env"]
+__all__ = ["DEFAULT_AUDIT_TTL", "RECORD_WAIT", "EndpointAudits"]

@@ -12,6 +12,7 @@ from ..storage.tables import CompactionLogRow
 from ..storage.types import utcnow
 from .compaction import window_of
 from .counting import ServerCounting, run_counted
+from .rules import NO_RULES, Rules
 from .summarizer import CompactionUnavailable, resolve
 from .turn import chat_and_bot, load_turn
 
@@ -41,12 +42,13 @@ async def chat_status(
     *,
     cooldown: float = FAILURE_COOLDOWN_SECONDS,
     counting: ServerCounting | None = None,
+    rules: Rules = NO_RULES,
 ) -> dict[str, Any]:
     async with db.session() as session:
         repos = Repositories(session)
         chat, bot = await chat_and_bot(repos, chat_id)
         turn = await load_turn(
-            repos, bot=bot, chat=chat, draft="", max_tokens=None, preview=True, server_counting=counting
+            repos, bot=bot, chat=chat, draft="", max_tokens=None, preview=True, server_counting=counting, rules=rules
         )
         # One figure with the preview and the meter (issue 27): the prompt against the budget it is fitted to.
         try:
@@ -62,7 +64,7 @@ async def chat_status(
             reason = "window_unknown"
         else:
             try:
-                await resolve(repos, bot)
+                await resolve(repos, bot, rules.provider_hosts)
             except CompactionUnavailable as error:
                 reason = error.reason
         failed_at = chat.compaction_failed_at

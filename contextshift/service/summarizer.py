@@ -8,6 +8,7 @@ model. It must be an enabled chat model of an enabled provider that enforces out
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..providers import enforces_output_limit
@@ -61,15 +62,16 @@ class Summarizer:
         return self.model.context_window
 
 
-def problem_with(model: ModelRow, provider: ProviderRow | None) -> str | None:
-    """The reason ``model`` cannot summarize, or None when it can."""
+def problem_with(model: ModelRow, provider: ProviderRow | None, provider_hosts: Sequence[str]) -> str | None:
+    """The reason ``model`` cannot summarize (its provider at none of ``provider_hosts``, the setting's, when it
+    names any), or None when it can."""
     if model.type != "chat":
         return "not_chat_model"
     if not model.enabled:
         return "model_disabled"
     if provider is None or not provider.enabled:
         return "provider_disabled"
-    if not provider_url_allowed(provider.base_url):
+    if not provider_url_allowed(provider.base_url, provider_hosts):
         return "provider_host_not_allowed"
     if not enforces_output_limit(provider.kind):
         return "output_limit_unsupported"
@@ -78,33 +80,37 @@ def problem_with(model: ModelRow, provider: ProviderRow | None) -> str | None:
     return None
 
 
-async def resolve(repos: Repositories, bot: BotRow) -> Summarizer:
-    """The bot's summarizer, or :class:`CompactionUnavailable` with the reason."""
+async def resolve(repos: Repositories, bot: BotRow, provider_hosts: Sequence[str]) -> Summarizer:
+    """The bot's summarizer, or :class:`CompactionUnavailable` with the reason (``provider_hosts``: as
+    :func:`problem_with`)."""
     model_id = bot.compaction_model_id or bot.chat_model_id
     model = await repos.models.get(model_id) if model_id else None
     if model is None:
         raise CompactionUnavailable("not_configured")
     provider = await repos.providers.get(model.provider_id)
-    problem = problem_with(model, provider)
+    problem = problem_with(model, provider, provider_hosts)
     if problem is not None:
         raise CompactionUnavailable(problem, model.id)
     assert provider is not None
     return Summarizer(model, provider)
 
 
-async def check_choice(repos: Repositories, model_id: str | None) -> None:
-    """A bot's ``compaction_model_id`` must name an eligible model (null resets to the chat model)."""
+async def check_choice(repos: Repositories, model_id: str | None, provider_hosts: Sequence[str]) -> None:
+    """A bot's ``compaction_model_id`` must name an eligible model (null resets to the chat model;
+    ``provider_hosts``: as :func:`problem_with`)."""
     if model_id is None:
         return
     model = await repos.models.get(model_id)
     if model is None:
         raise not_found("model", model_id)
-    problem = problem_with(model, await repos.providers.get(model.provider_id))
+    problem = problem_with(model, await repos.providers.get(model.provider_id), provider_hosts)
     if problem is not None:
         raise CompactionUnavailable(problem, model_id)
 
 
-async def eligible_models(repos: Repositories) -> list[ModelRow]:
-    """Models the compaction-model picker may offer (C5: output-limit-less providers filtered out)."""
+async def eligible_models(repos: Repositories, provider_hosts: Sequence[str]) -> list[ModelRow]:
+    """Models the compaction-model picker may offer (C5: output-limit-less providers filtered out;
+    ``provider_hosts``: as :func:`problem_with`)."""
     providers = {p.id: p for p in await repos.providers.list_all()}
-    return [m for m in await repos.models.list_all() if problem_with(m, providers.get(m.provider_id)) is None]
+    models = await repos.models.list_all()
+    return [m for m in models if problem_with(m, providers.get(m.provider_id), provider_hosts) is None]

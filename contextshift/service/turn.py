@@ -7,13 +7,13 @@ window of history is read (T4: stored per-message counts), never the whole chat.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.calibration import CalibratedProfile, Calibration, drifts
 from ..core.limits import reply_reserve
 from ..core.tokens import ChatFormatProfile, TokenizerProfile
-from ..embeddings import configured_embedder
 from ..pipeline import AuthorNote, LoreEntry, MemoryItem, PipelineRequest, Sources
 from ..pipeline.interceptors import Interceptor
 from ..pipeline.run import default_serializer
@@ -29,6 +29,7 @@ from .errors import Refusal, ServiceError, not_found
 from .history import is_command, merge
 from .provider_hosts import check_provider_url
 from .recall import RECALL, recall_candidates
+from .rules import NO_RULES, Rules
 
 #: How many of a summary's covered messages the audit lists one by one (the newest ones).
 AUDITED_COVERED = 100
@@ -100,8 +101,11 @@ async def resolve_model(
     return model, provider
 
 
-def require_generation_ready(bot: BotRow, model: ModelRow | None, provider: ProviderRow | None) -> None:
-    """Generation needs an enabled chat model on an enabled provider; preview does not."""
+def require_generation_ready(
+    bot: BotRow, model: ModelRow | None, provider: ProviderRow | None, provider_hosts: Sequence[str]
+) -> None:
+    """Generation needs an enabled chat model on an enabled provider (at one of ``provider_hosts``, the
+    setting's, when it names any); preview does not."""
     if model is None:
         raise ServiceError(
             Refusal.UNPROCESSABLE,
@@ -121,7 +125,7 @@ def require_generation_ready(bot: BotRow, model: ModelRow | None, provider: Prov
         raise ServiceError(
             Refusal.UNPROCESSABLE, "PROVIDER_DISABLED", "The chat model's provider is disabled.", model_id=model.id
         )
-    check_provider_url(provider.base_url)
+    check_provider_url(provider.base_url, provider_hosts)
 
 
 async def _not_loaded(repos: Repositories, chat_id: str, window: list[MessageRow], loaded: list[MessageRow]) -> int:
@@ -259,17 +263,17 @@ async def load_turn(
     preview: bool,
     server_counting: ServerCounting | None = None,
     before_seq: int | None = None,
+    rules: Rules = NO_RULES,
 ) -> Turn:
     """Build the pipeline request of a turn. ``draft`` None means the input is already the last message.
 
     With ``server_counting``, a provider that tokenizes (T5) gives the ``server`` profile; the history window is
-    still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq``
-    ends the history before that message (a regenerated reply is not part of its own prompt).
+    still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq`` ends
+    the history before that message (a regenerated reply is not its own prompt); ``rules``: embedder, margin.
     """
     model, provider = await resolve_model(repos, bot, chat)
-    embedder = configured_embedder()  # checked at start-up, so never raises here
-    base = profile_for(model)
-    counting = await counting_for(repos, model, base)
+    embedder, base = rules.embedder, profile_for(model)
+    counting = await counting_for(repos, model, base, rules.estimate_margin)
     notes: list[str] = []
     scale = counting.profile.scale if isinstance(counting.profile, CalibratedProfile) else 1.0
     profile, server = await _budget_profile(model, provider, base, counting, server_counting, notes)

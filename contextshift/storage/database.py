@@ -20,8 +20,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from ..core.errors import ContextShiftError
 from . import migrate
-from .liveness import Heartbeat, heartbeat_expiry_from_env, heartbeat_interval_from_env
-from .readcache import ReadCache, TableWrites, ttl_from_env
+from .liveness import DEFAULT_EXPIRY, DEFAULT_INTERVAL, Heartbeat
+from .readcache import DEFAULT_TTL, ReadCache, TableWrites
+from .secret_key import bind_key
 from .types import new_id
 from .urls import default_database_url, display_url, normalize_url, sqlite_path
 
@@ -117,15 +118,18 @@ def _sqlite_locked(error: BaseException) -> bool:
 class Database:
     """One database (SQLite file or PostgreSQL), migrated to head by :meth:`start`.
 
-    ``url`` defaults to :func:`default_database_url`. ``engine_options`` go to ``create_async_engine``
+    ``url`` defaults to :func:`default_database_url` (the commands pass ``CONTEXTSHIFT_DATABASE_URL``, read by
+    ``Settings``; this class reads no environment). ``engine_options`` go to ``create_async_engine``
     (pool sizes, ``connect_args``; ``hide_parameters`` is on by default). ``migrations_path`` replaces the
     packaged migrations (tools, tests).
     ``stale_audit_age``: on start, close only ownerless prepared audits (left by a version without instance
     heartbeats) older than this; None closes every one.
     A started database is a service instance (``instance_id``, default a new id; the service passes
     ``CONTEXTSHIFT_INSTANCE_ID`` when set) with a heartbeat every ``heartbeat_interval`` seconds that expires
-    after ``heartbeat_expiry`` (defaults 10 and 30, or ``CONTEXTSHIFT_HEARTBEAT_SECONDS`` /
+    after ``heartbeat_expiry`` (defaults 10 and 30; the service passes ``CONTEXTSHIFT_HEARTBEAT_SECONDS`` /
     ``CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS``): see ``liveness`` for what is recovered after a crash.
+    ``read_cache_ttl``: see ``readcache`` (default 5 s). ``secret_key``: the Fernet key its encrypted columns use
+    (``secret_key.current_key`` of the settings; default: the key file of the default data directory).
 
     SQLite under concurrent writers (N5): the file is in WAL mode (readers never block the writer), every
     connection waits up to ``sqlite_busy_timeout`` seconds for a lock, and a :meth:`session` that may write
@@ -150,6 +154,7 @@ class Database:
         heartbeat_expiry: float | None = None,
         sqlite_busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         read_cache_ttl: float | None = None,
+        secret_key: bytes | None = None,
     ) -> None:
         self.url: URL = normalize_url(url if url is not None else default_database_url())
         self.engine_options: dict[str, Any] = {**_SAFE_ENGINE_OPTIONS, **(engine_options or {})}
@@ -159,14 +164,15 @@ class Database:
         self.heartbeat = Heartbeat(
             self.session,
             self.instance_id,
-            interval=heartbeat_interval or heartbeat_interval_from_env(),
-            expiry=heartbeat_expiry or heartbeat_expiry_from_env(),
+            interval=heartbeat_interval or DEFAULT_INTERVAL,
+            expiry=heartbeat_expiry or DEFAULT_EXPIRY,
             ownerless_age=stale_audit_age,
         )
         self.sqlite_busy_timeout = sqlite_busy_timeout
         #: This process's writes per table, and the reads kept until one of them (see ``readcache``).
         self.writes = TableWrites()
-        self.reads = ReadCache(self.writes, read_cache_ttl if read_cache_ttl is not None else ttl_from_env())
+        self.reads = ReadCache(self.writes, read_cache_ttl if read_cache_ttl is not None else DEFAULT_TTL)
+        self.secret_key = secret_key
         self._engine: AsyncEngine | None = None
         self._sessions: async_sessionmaker[AsyncSession] | None = None
         #: One writer at a time per process and event loop (SQLite files only).
@@ -198,9 +204,14 @@ class Database:
         in_memory = self.dialect == "sqlite" and sqlite_path(self.url) is None
         if not in_memory:
             revision = await migrate.upgrade(
-                self.url, migrations_path=self.migrations_path, engine_options=self.engine_options
+                self.url,
+                migrations_path=self.migrations_path,
+                engine_options=self.engine_options,
+                secret_key=self.secret_key,
             )
         engine = create_async_engine(self.url, **self.engine_options)
+        if self.secret_key is not None:
+            bind_key(engine.sync_engine.dialect, self.secret_key)
         self.writes.watch(engine.sync_engine)
         if self.dialect == "sqlite":
             event.listen(engine.sync_engine, "connect", _SQLiteSetup(self.sqlite_busy_timeout, wal=not in_memory))

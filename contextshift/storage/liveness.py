@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,37 +39,16 @@ from .repositories._common import execute_rowcount
 from .repositories.audits import GENERATION_INTERRUPTED
 from .repositories.jobs import queued_sibling
 from .tables import AuditRow, ChatRow, CompactionLogRow, InstanceRow, JobAttemptRow, JobRow
-from .types import new_id, utcnow
+from .types import utcnow
 
 log = logging.getLogger("contextshift.storage.liveness")
 
 COMPACTION_INTERRUPTED = "COMPACTION_INTERRUPTED"
 JOB_INTERRUPTED = "JOB_INTERRUPTED"
-INSTANCE_ENV = "CONTEXTSHIFT_INSTANCE_ID"
-INTERVAL_ENV = "CONTEXTSHIFT_HEARTBEAT_SECONDS"
-EXPIRY_ENV = "CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS"
+#: The heartbeat's period and expiry in seconds unless ``Database`` is given others
+#: (``CONTEXTSHIFT_HEARTBEAT_SECONDS`` / ``CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS``, through ``Settings``).
 DEFAULT_INTERVAL = 10.0
 DEFAULT_EXPIRY = 30.0
-
-
-def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    value = float(raw)
-    if not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds")
-    return value
-
-
-def instance_id_from_env() -> str:
-    """``CONTEXTSHIFT_INSTANCE_ID`` (up to 32 characters of ``[A-Za-z0-9_-]``), else a new random id."""
-    raw = os.environ.get(INSTANCE_ENV, "").strip()
-    if not raw:
-        return new_id()
-    if len(raw) > 32 or not all(c.isascii() and (c.isalnum() or c in "-_") for c in raw):
-        raise ValueError(f"{INSTANCE_ENV} must be 1-32 characters of letters, digits, '-' or '_'")
-    return raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,11 +304,3 @@ class Heartbeat:
             with contextlib.suppress(Exception):
                 async with self.sessions() as session:
                     await InstanceRepository(session).leave(self.instance_id)
-
-
-def heartbeat_interval_from_env() -> float:
-    return _seconds(INTERVAL_ENV, DEFAULT_INTERVAL)
-
-
-def heartbeat_expiry_from_env() -> float:
-    return _seconds(EXPIRY_ENV, DEFAULT_EXPIRY)

@@ -21,6 +21,7 @@ from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from .secret_key import bind_key
 from .urls import normalize_url, secure_sqlite_file, sqlite_path
 
 MIGRATIONS_PATH = Path(__file__).resolve().parent / "migrations"
@@ -65,16 +66,19 @@ async def current_revision(connection: AsyncConnection) -> str | None:
 
 @asynccontextmanager
 async def connect_for_migrations(
-    url: str | URL, engine_options: Mapping[str, Any] | None = None
+    url: str | URL, engine_options: Mapping[str, Any] | None = None, *, secret_key: bytes | None = None
 ) -> AsyncIterator[AsyncConnection]:
     """A connection in one transaction for running migrations, committed when the block succeeds.
 
     SQLite: the file's folder is created, WAL is enabled, foreign keys are off while tables are rebuilt
     (and checked before the commit), and DDL is transactional (explicit ``BEGIN IMMEDIATE``).
     PostgreSQL: an advisory lock makes instances that start together migrate one after the other.
+    ``secret_key``: the key a migration encrypts stored values with (``secret_key.bind_key``).
     """
     parsed = normalize_url(url)
     engine = create_async_engine(parsed, poolclass=NullPool, **dict(engine_options or {}))
+    if secret_key is not None:
+        bind_key(engine.sync_engine.dialect, secret_key)
     is_sqlite = parsed.drivername.startswith("sqlite")
     if is_sqlite:
         path = sqlite_path(parsed)
@@ -119,9 +123,11 @@ async def upgrade(
     *,
     migrations_path: Path | None = None,
     engine_options: Mapping[str, Any] | None = None,
+    secret_key: bytes | None = None,
 ) -> str | None:
-    """Migrate the database at ``url`` to ``revision`` (default: head); returns the revision it is at."""
-    async with connect_for_migrations(url, engine_options) as connection:
+    """Migrate the database at ``url`` to ``revision`` (default: head); returns the revision it is at.
+    ``secret_key`` as in :func:`connect_for_migrations`."""
+    async with connect_for_migrations(url, engine_options, secret_key=secret_key) as connection:
         return await upgrade_connection(connection, revision, migrations_path=migrations_path)
 
 

@@ -9,8 +9,9 @@ such a read's result, stamped with the write counts of the tables it read (:clas
   to it, and an entry whose tables were written since it was read is not used (a token revoked, a model
   disabled, a calibration updated through this service is read again on the very next request).
 * **Writes by another process** (a second instance, ``contextshift token revoke`` on the same file) cannot be
-  counted here: an entry is used for at most ``ttl`` seconds (``CONTEXTSHIFT_READ_CACHE_SECONDS``, default
-  :data:`DEFAULT_TTL`; ``0`` turns the cache off), which bounds how long such a write takes to be seen.
+  counted here: an entry is used for at most ``ttl`` seconds (``CONTEXTSHIFT_READ_CACHE_SECONDS``, which
+  ``Settings`` hands to ``Database(read_cache_ttl=...)``; default :data:`DEFAULT_TTL`; ``0`` turns the cache
+  off), which bounds how long such a write takes to be seen.
 
 A write is counted twice: when its transaction commits (the engine's ``commit`` event, before the commit
 reaches the database) and again once the commit is done (:meth:`TableWrites.landed`, called by
@@ -21,7 +22,6 @@ kept either.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 
 #: Seconds an entry is used at most (the longest another process's write takes to be seen).
 DEFAULT_TTL = 5.0
-#: The environment variable that sets the TTL (seconds; 0 turns the cache off).
-TTL_ENV = "CONTEXTSHIFT_READ_CACHE_SECONDS"
 #: Entries kept at most (least recently used first out).
 MAX_ENTRIES = 4096
 #: The name counted for a write whose table is unknown (SQL text): it invalidates every entry.
@@ -45,18 +43,6 @@ _WRITING = frozenset(
     {"INSERT", "UPDATE", "DELETE", "REPLACE", "UPSERT", "MERGE", "CREATE", "DROP", "ALTER", "TRUNCATE"}
 )
 _INFO_KEY = "contextshift_written_tables"
-
-
-def ttl_from_env() -> float:
-    """``CONTEXTSHIFT_READ_CACHE_SECONDS`` as seconds (:data:`DEFAULT_TTL` when unset or not a number)."""
-    raw = os.environ.get(TTL_ENV)
-    if raw is None or raw == "":
-        return DEFAULT_TTL
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        log.warning("%s=%r is not a number; using %s seconds", TTL_ENV, raw, DEFAULT_TTL)
-        return DEFAULT_TTL
 
 
 class TableWrites:
@@ -209,4 +195,4 @@ class ReadCache:
         self._entries.clear()
 
 
-__all__ = ["ANY_TABLE", "DEFAULT_TTL", "TTL_ENV", "ReadCache", "Stamp", "TableWrites", "ttl_from_env"]
+__all__ = ["ANY_TABLE", "DEFAULT_TTL", "ReadCache", "Stamp", "TableWrites"]

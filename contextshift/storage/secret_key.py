@@ -1,8 +1,13 @@
 """The service's secret key (N2): it encrypts provider API keys at rest and signs the browser's CSRF cookie.
 
 ``CONTEXTSHIFT_SECRET_KEY`` (a Fernet key: 32 url-safe base64-encoded bytes) when set, which every instance
-sharing one PostgreSQL database must be given; otherwise ``secret.key`` in the data directory, created on first
-use with mode 0600 (readable by its owner only).
+sharing one PostgreSQL database must be given; otherwise ``secret.key`` in the data directory
+(``CONTEXTSHIFT_DATA_DIR``), created on first use with mode 0600 (readable by its owner only). Both settings are
+read by ``Settings`` and handed to :func:`current_key`; this module reads no environment.
+
+The column type :class:`EncryptedText` encrypts with the key of the engine it is bound through: ``Database``
+(and its migrations) :func:`bind_key` their engine's dialect to the key they were given; an engine bound to none
+uses the key file of the default data directory.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import hashlib
 import hmac
 import logging
 import os
+import weakref
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -50,9 +56,10 @@ def key_file(directory: Path | None = None) -> Path:
     return (directory or data_dir()) / KEY_FILE
 
 
-def load_secret_key(directory: Path | None = None) -> bytes:
-    """The Fernet key: from the environment, else the key file (made, 0600, when missing)."""
-    configured = os.environ.get(SECRET_KEY_ENV, "").strip()
+def load_secret_key(directory: Path | None = None, configured: str | None = None) -> bytes:
+    """The Fernet key: ``configured`` (``CONTEXTSHIFT_SECRET_KEY``) when given, else the key file of ``directory``
+    (made, 0600, when missing)."""
+    configured = (configured or "").strip()
     if configured:
         return _checked(configured.encode("ascii", "replace"), SECRET_KEY_ENV)
     path = key_file(directory)
@@ -75,13 +82,28 @@ def load_secret_key(directory: Path | None = None) -> bytes:
 
 
 @functools.lru_cache(maxsize=8)
-def _key_for(configured: str, path: str) -> bytes:
-    return load_secret_key(Path(path).parent)
+def _key_for(configured: str, directory: str) -> bytes:
+    return load_secret_key(Path(directory), configured)
 
 
-def current_key() -> bytes:
-    """:func:`load_secret_key`, read once per setting (the environment and the data directory)."""
-    return _key_for(os.environ.get(SECRET_KEY_ENV, "").strip(), str(key_file()))
+def current_key(configured: str | None = None, directory: str | Path | None = None) -> bytes:
+    """:func:`load_secret_key` of the settings ``configured`` (``CONTEXTSHIFT_SECRET_KEY``) and ``directory``
+    (``CONTEXTSHIFT_DATA_DIR``; None: the default data directory), read once per pair."""
+    return _key_for((configured or "").strip(), str(data_dir(directory)))
+
+
+#: The key each engine's column values are encrypted with, by the engine's dialect (see the module's doc).
+_BOUND: weakref.WeakKeyDictionary[Dialect, bytes] = weakref.WeakKeyDictionary()
+
+
+def bind_key(dialect: Dialect, key: bytes) -> None:
+    """Encrypt and decrypt the :class:`EncryptedText` values of the engine of ``dialect`` with ``key``."""
+    _BOUND[dialect] = _checked(key, "the secret key")
+
+
+def key_of(dialect: Dialect) -> bytes:
+    """The key :func:`bind_key` gave the engine of ``dialect``, else :func:`current_key` of the defaults."""
+    return _BOUND.get(dialect) or current_key()
 
 
 def derived_secret(key: bytes, purpose: str) -> str:
@@ -123,7 +145,7 @@ class EncryptedText(TypeDecorator[str]):
     cache_ok = True
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        return None if value is None else encrypt(value)
+        return None if value is None else encrypt(value, key_of(dialect))
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> str | None:
-        return None if value is None else decrypt(value)
+        return None if value is None else decrypt(value, key_of(dialect))

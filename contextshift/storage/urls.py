@@ -1,4 +1,4 @@
-"""Database URLs: the default SQLite file, the environment override and async-driver normalization."""
+"""Database URLs: the default SQLite file, the data directory and async-driver normalization."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ from pathlib import Path
 
 import platformdirs
 from sqlalchemy.engine import URL, make_url
-
-ENV_VAR = "CONTEXTSHIFT_DATABASE_URL"
-DATA_DIR_ENV = "CONTEXTSHIFT_DATA_DIR"
 
 _ASYNC_DRIVERS = {
     "sqlite": "sqlite+aiosqlite",
@@ -23,21 +20,19 @@ _ASYNC_DRIVERS = {
 }
 
 
-def data_dir() -> Path:
-    """Where the service keeps its files (the default SQLite file, the encryption key): ``CONTEXTSHIFT_DATA_DIR``,
-    else the user's data directory. Created (readable by its owner only) when it is missing."""
-    configured = os.environ.get(DATA_DIR_ENV, "").strip()
+def data_dir(configured: str | Path | None = None) -> Path:
+    """Where the service keeps its files (the default SQLite file, the encryption key): ``configured``
+    (``CONTEXTSHIFT_DATA_DIR``, through ``Settings``), else the user's data directory. Created (readable by its
+    owner only) when it is missing."""
     directory = Path(configured).expanduser() if configured else Path(platformdirs.user_data_dir("contextshift"))
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     return directory
 
 
-def default_database_url() -> str:
-    """``CONTEXTSHIFT_DATABASE_URL`` if set, else ``contextshift.db`` in :func:`data_dir`."""
-    configured = os.environ.get(ENV_VAR, "").strip()
-    if configured:
-        return configured
-    return f"sqlite:///{data_dir() / 'contextshift.db'}"
+def default_database_url(directory: str | Path | None = None) -> str:
+    """``contextshift.db`` in :func:`data_dir` (of ``directory``, the ``CONTEXTSHIFT_DATA_DIR`` setting); the
+    commands use ``CONTEXTSHIFT_DATABASE_URL`` instead when it is set."""
+    return f"sqlite:///{data_dir(directory) / 'contextshift.db'}"
 
 
 def normalize_url(url: str | URL) -> URL:

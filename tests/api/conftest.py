@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ import uvicorn
 
 from contextshift.api.app import create_app
 from contextshift.providers import RetryPolicy, Timeouts
+from contextshift.settings import Settings
 from tests.databases import Backend, backend, pg_database
 from tests.fakes.fixtures import fake_provider, fake_provider_server
 from tests.fakes.server import FakeProvider
@@ -135,17 +137,26 @@ def fake(fake_provider: FakeProvider) -> Iterator[FakeProvider]:
     yield fake_provider
 
 
-@pytest.fixture
-async def service(backend: Backend, fake_provider: FakeProvider) -> AsyncIterator[Service]:
+@asynccontextmanager
+async def serving(backend: Backend, fake: FakeProvider, settings: Settings | None = None) -> AsyncIterator[Service]:
+    """A service on ``backend``'s database with ``settings`` (default: none set), as the ``service`` fixture;
+    another instance on the same database when one runs already (e.g. to see a setting changed at a restart)."""
     app = create_app(
         database=backend.database(),
         client_options=CLIENT_OPTIONS,
         admin_token=ADMIN_TOKEN,
         login_limit=TEST_LOGIN_LIMIT,
+        settings=settings if settings is not None else Settings(),
     )
     with Server(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=20, headers=bearer(ADMIN_TOKEN)) as http:
-            yield Service(url, http, fake_provider, backend)
+            yield Service(url, http, fake, backend)
+
+
+@pytest.fixture
+async def service(backend: Backend, fake_provider: FakeProvider) -> AsyncIterator[Service]:
+    async with serving(backend, fake_provider) as running:
+        yield running
 
 
 @pytest.fixture

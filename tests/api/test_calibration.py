@@ -341,18 +341,22 @@ async def test_the_openai_compatible_endpoint_calibrates_too(service: Service) -
     assert calibration["calls"] == 4 and calibration["factor"] > 1.3
 
 
-def test_the_margin_of_an_uncalibrated_estimate_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from contextshift.core.calibration import Calibration, calibrated
-    from contextshift.service.calibration import MARGIN_ENV, base_margin
+def test_the_margin_of_an_uncalibrated_estimate_is_configurable() -> None:
+    from contextshift.core.calibration import Calibration
+    from contextshift.service.calibration import counting_of
+    from contextshift.service.rules import Rules
+    from contextshift.settings import Settings
 
-    assert base_margin() == 0.10
-    monkeypatch.setenv(MARGIN_ENV, "0.25")
-    assert base_margin() == 0.25
-    profile = calibrated(get_tokenizer("approximate"), Calibration(), base_margin())
-    assert profile.margin == 0.25  # type: ignore[attr-defined]
-    monkeypatch.setenv(MARGIN_ENV, "0")
-    assert base_margin() == 0.0
-    monkeypatch.setenv(MARGIN_ENV, "lots")
-    assert base_margin() == 0.10  # not a number: the default, with a warning
-    monkeypatch.setenv(MARGIN_ENV, "3")
-    assert base_margin() == 0.5  # capped
+    def margin(value: str | None) -> float:
+        settings = Settings.from_env({} if value is None else {"CONTEXTSHIFT_ESTIMATE_MARGIN": value})
+        return Rules.from_settings(settings).estimate_margin
+
+    assert margin(None) == 0.10
+    assert margin("0.25") == 0.25
+    counting = counting_of(get_tokenizer("approximate"), Calibration(), margin("0.25"))
+    assert counting.profile.margin == 0.25  # type: ignore[attr-defined]
+    assert counting.report()["margin"] == 0.25
+    assert margin("0") == 0.0
+    for wrong in ("lots", "3", "-0.1"):  # not a number, above 0.5, below 0: the start is refused
+        with pytest.raises(ValueError, match="CONTEXTSHIFT_ESTIMATE_MARGIN"):
+            margin(wrong)

@@ -18,6 +18,7 @@ import pytest
 
 from contextshift.api.jsonspans import parse
 from contextshift.api.limits import RELEASE_AFTER_BYTES, RELEASE_MEMORY_ENV, MemoryRelease, RequestLimits, malloc_trim
+from contextshift.settings import Settings
 from tests.api.conftest import Server
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
@@ -68,10 +69,12 @@ async def test_a_large_request_releases_memory_once_answered_and_a_small_one_doe
     assert release.passes == 1 and not release.running
 
 
-@pytest.mark.parametrize("value", ["0", "false", "off"])
-def test_the_release_can_be_turned_off(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
-    monkeypatch.setenv(RELEASE_MEMORY_ENV, value)
-    assert malloc_trim() is None
+@pytest.mark.parametrize("value", ["0", "false", "no", "off", " OFF "])
+def test_the_release_can_be_turned_off(value: str) -> None:
+    settings = Settings.from_env({RELEASE_MEMORY_ENV: value})
+    assert settings.release_memory is False
+    assert malloc_trim(settings.release_memory) is None
+    assert RequestLimits(_echo, release_memory=settings.release_memory).release.trim is None  # type: ignore[arg-type]
 
 
 async def test_without_a_trim_function_the_release_does_nothing() -> None:

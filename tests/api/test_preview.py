@@ -9,8 +9,9 @@ from sqlalchemy import text
 
 from contextshift.embeddings import EMBEDDINGS_ENV
 from contextshift.embeddings import available as embeddings_available
+from contextshift.settings import Settings
 from contextshift.storage.tables import Base
-from tests.api.conftest import Service
+from tests.api.conftest import Service, serving
 
 
 async def snapshot(service: Service) -> dict[str, list[tuple[Any, ...]]]:
@@ -185,7 +186,7 @@ async def test_recall_finds_a_fact_thousands_of_messages_back_through_the_index(
     not embeddings_available(), reason="the embeddings extra is not installed: pip install 'contextshift[embeddings]'"
 )
 async def test_with_embeddings_recall_previews_a_fact_beyond_the_window_asked_for_in_other_words(
-    service: Service, monkeypatch: pytest.MonkeyPatch
+    service: Service,
 ) -> None:
     ids = await service.setup_chat(context_window=700, response_reserve=400, context_strategy="recall")
     chat = f"/api/v2/chats/{ids['chat']}/messages"
@@ -195,8 +196,9 @@ async def test_with_embeddings_recall_previews_a_fact_beyond_the_window_asked_fo
     body = {"chat_id": ids["chat"], "user_message": "Which digits open the cabinet I use at the fitness centre?"}
     by_words = (await preview(service, body))["preview"]
     assert fact["message"]["id"] not in {e["identifier"] for e in by_words["entries"] if e["included"]}
-    monkeypatch.setenv(EMBEDDINGS_ENV, "minilm")
-    result = (await preview(service, body))["preview"]
+    minilm = Settings.from_env({EMBEDDINGS_ENV: "minilm"})
+    async with serving(service.backend, service.fake, minilm) as with_embeddings:
+        result = (await preview(with_embeddings, body))["preview"]
     entries = {e["identifier"]: e for e in result["entries"]}
     assert entries[fact["message"]["id"]]["included"] is True
     assert entries[fact["message"]["id"]]["reason"] == "recalled"

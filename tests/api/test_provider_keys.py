@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from contextshift.settings import Settings
 from contextshift.storage import Database, Repositories
 from contextshift.storage.secret_key import ENCRYPTED_PREFIX, key_file
-from tests.api.conftest import Service
+from tests.api.conftest import Service, serving
+from tests.databases import Backend
+from tests.fakes.server import FakeProvider
 
 KEY = "sk-live-SECRET-provider-key-4242"
 
@@ -84,9 +87,14 @@ async def test_a_base_url_that_is_not_http_is_refused(service: Service, url: str
 
 
 async def test_the_provider_hosts_setting_restricts_where_providers_point(
-    service: Service, monkeypatch: pytest.MonkeyPatch
+    backend: Backend, fake_provider: FakeProvider
 ) -> None:
-    monkeypatch.setenv("CONTEXTSHIFT_PROVIDER_HOSTS", "api.openai.com, *.internal.example, 127.0.0.1")
+    hosts = Settings.from_env({"CONTEXTSHIFT_PROVIDER_HOSTS": "api.openai.com, *.internal.example, 127.0.0.1"})
+    async with serving(backend, fake_provider, hosts) as service:
+        await _hosts_are_checked_on_save(service)
+
+
+async def _hosts_are_checked_on_save(service: Service) -> None:
     ok = await service.http.post(
         "/api/v2/providers", json={"name": "a", "kind": "openai", "base_url": "https://llm.internal.example/v1"}
     )
@@ -107,10 +115,20 @@ async def test_the_provider_hosts_setting_restricts_where_providers_point(
 
 
 async def test_a_provider_saved_before_the_hosts_setting_narrowed_is_refused_before_its_key_leaves(
-    service: Service, monkeypatch: pytest.MonkeyPatch
+    service: Service,
 ) -> None:
     ids = await service.setup_chat()  # the fake provider on 127.0.0.1, saved while any host was allowed
-    monkeypatch.setenv("CONTEXTSHIFT_PROVIDER_HOSTS", "api.openai.com")
+    narrowed = Settings.from_env({"CONTEXTSHIFT_PROVIDER_HOSTS": "api.openai.com"})
+    async with serving(service.backend, service.fake, narrowed) as restarted:
+        await _saved_provider_is_refused(restarted, ids)
+    widened = Settings.from_env({"CONTEXTSHIFT_PROVIDER_HOSTS": "127.0.0.1"})
+    async with serving(service.backend, service.fake, widened) as restarted:
+        turn = {"content": "hi", "stream": False}
+        allowed = await restarted.http.post(f"/api/v2/chats/{ids['chat']}/generate", json=turn)
+    assert allowed.status_code == 200 and len(service.fake.requests) == 1
+
+
+async def _saved_provider_is_refused(service: Service, ids: dict[str, str]) -> None:
     turn = await service.http.post(f"/api/v2/chats/{ids['chat']}/generate", json={"content": "hi", "stream": False})
     assert (turn.status_code, turn.json()["error"]["code"]) == (422, "PROVIDER_HOST_NOT_ALLOWED")
     assert (await service.http.get(f"/api/v2/chats/{ids['chat']}/messages")).json()["messages"] == []
@@ -121,9 +139,6 @@ async def test_a_provider_saved_before_the_hosts_setting_narrowed_is_refused_bef
     compact = await service.http.post(f"/api/v2/chats/{ids['chat']}/compact", json={})
     assert compact.json()["error"]["params"]["reason"] == "provider_host_not_allowed"
     assert service.fake.requests == []  # nothing, and no key, went to the provider
-    monkeypatch.setenv("CONTEXTSHIFT_PROVIDER_HOSTS", "127.0.0.1")
-    allowed = await service.http.post(f"/api/v2/chats/{ids['chat']}/generate", json={"content": "hi", "stream": False})
-    assert allowed.status_code == 200 and len(service.fake.requests) == 1
 
 
 def _mode(path: Path) -> int:

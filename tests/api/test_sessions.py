@@ -9,8 +9,10 @@ from datetime import datetime, timedelta
 import httpx
 import pytest
 
-from contextshift.api.auth import SESSION_DAYS_ENV, session_lifetime
-from tests.api.conftest import Account, Service
+from contextshift.api.app import create_app
+from contextshift.settings import Settings
+from tests.api.conftest import ADMIN_TOKEN, CLIENT_OPTIONS, TEST_LOGIN_LIMIT, Account, Server, Service, bearer
+from tests.databases import Backend
 
 SESSION = "contextshift_session"
 
@@ -35,18 +37,28 @@ async def test_the_session_cookie_carries_thirty_days_of_max_age(service: Servic
     assert f"{SESSION}=" in cookie and "Max-Age=2592000" in cookie and "HttpOnly" in cookie
 
 
-async def test_the_session_lifetime_is_a_setting(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(SESSION_DAYS_ENV, "2")
-    async with httpx.AsyncClient(base_url=service.url, timeout=30) as browser:
-        login = await browser.get(f"/?token={service.token}", follow_redirects=False)
-        assert "Max-Age=172800" in login.headers["set-cookie"]
-        [listed] = (await service.http.get("/api/v2/sessions")).json()["sessions"]
-        created = datetime.fromisoformat(listed["created_at"])
-        assert datetime.fromisoformat(listed["expires_at"]) - created == timedelta(days=2)
+async def test_the_session_lifetime_is_a_setting(backend: Backend) -> None:
+    settings = Settings.from_env({"CONTEXTSHIFT_SESSION_DAYS": "2"})
+    app = create_app(
+        database=backend.database(),
+        client_options=CLIENT_OPTIONS,
+        admin_token=ADMIN_TOKEN,
+        login_limit=TEST_LOGIN_LIMIT,
+        settings=settings,
+    )
+    with Server(app) as url:
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=30) as browser,
+            httpx.AsyncClient(base_url=url, timeout=30, headers=bearer(ADMIN_TOKEN)) as admin,
+        ):
+            login = await browser.get(f"/?token={ADMIN_TOKEN}", follow_redirects=False)
+            assert "Max-Age=172800" in login.headers["set-cookie"]
+            [listed] = (await admin.get("/api/v2/sessions")).json()["sessions"]
+            created = datetime.fromisoformat(listed["created_at"])
+            assert datetime.fromisoformat(listed["expires_at"]) - created == timedelta(days=2)
     for wrong in ("0", "-1", "many", "4000"):
-        monkeypatch.setenv(SESSION_DAYS_ENV, wrong)
-        with pytest.raises(ValueError, match=SESSION_DAYS_ENV):
-            session_lifetime()
+        with pytest.raises(ValueError, match="CONTEXTSHIFT_SESSION_DAYS"):
+            Settings.from_env({"CONTEXTSHIFT_SESSION_DAYS": wrong})
 
 
 async def test_revoking_a_token_ends_the_sessions_it_opened_at_once(service: Service) -> None:

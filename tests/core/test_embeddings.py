@@ -21,9 +21,10 @@ from contextshift.embeddings import (
     EmbeddingsNotInstalled,
     UnknownEmbeddings,
     available,
-    configured_embedder,
     load_embedder,
 )
+from contextshift.service.rules import Rules
+from contextshift.settings import Settings
 
 from .strategies_gen import Scenario, approx_tokens, attempt, check_all, examples, outcome_key, scenarios
 
@@ -149,26 +150,28 @@ def test_with_embeddings_every_strategy_invariant_holds_and_the_result_is_determ
     assert outcome_key(*_run(s, name, minilm)) == outcome_key(result, error)  # type: ignore[arg-type]
 
 
-def test_no_embeddings_is_the_default_and_none_selects_none(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(EMBEDDINGS_ENV, raising=False)
-    assert configured_embedder() is None
-    monkeypatch.setenv(EMBEDDINGS_ENV, "none")
-    assert configured_embedder() is None
+def _embedder(value: str | None) -> Embedder | None:
+    """The embedder the setting ``value`` gives the services (None: the variable is not set)."""
+    settings = Settings.from_env({} if value is None else {EMBEDDINGS_ENV: value})
+    return Rules.from_settings(settings).embedder
+
+
+def test_no_embeddings_is_the_default_and_none_selects_none() -> None:
+    assert _embedder(None) is None
+    assert _embedder("none") is None
     assert load_embedder(" None ") is None
 
 
-def test_an_unknown_model_name_is_refused_with_its_code(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(EMBEDDINGS_ENV, "word2vec")
+def test_an_unknown_model_name_is_refused_with_its_code() -> None:
     with pytest.raises(UnknownEmbeddings) as raised:
-        configured_embedder()
+        _embedder("word2vec")
     assert raised.value.code == "UNKNOWN_EMBEDDINGS"
     assert raised.value.params == {"name": "word2vec"}
 
 
 @needs_model
-def test_the_setting_selects_the_one_shared_model(monkeypatch: pytest.MonkeyPatch, minilm: Embedder) -> None:
-    monkeypatch.setenv(EMBEDDINGS_ENV, "minilm")
-    assert configured_embedder() is minilm
+def test_the_setting_selects_the_one_shared_model(minilm: Embedder) -> None:
+    assert _embedder("minilm") is minilm
 
 
 def test_the_not_installed_error_names_the_extra() -> None:

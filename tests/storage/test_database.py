@@ -13,7 +13,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from contextshift.settings import Settings
 from contextshift.storage import Database, Repositories, default_database_url, head_revision, normalize_url
+from contextshift.storage.configured import configured_database
 from contextshift.storage.migrate import upgrade
 from contextshift.storage.repositories.search import is_search_object
 from contextshift.storage.tables import ENGINE_TABLE_PREFIX, Base, ProviderRow
@@ -62,25 +64,44 @@ def test_display_url_hides_the_password() -> None:
 
 
 def test_default_url_is_a_sqlite_file_in_the_user_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CONTEXTSHIFT_DATABASE_URL", raising=False)
-    monkeypatch.delenv("CONTEXTSHIFT_DATA_DIR", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     url = default_database_url()
     assert url == f"sqlite:///{tmp_path / 'xdg' / 'contextshift' / 'contextshift.db'}"
     assert (tmp_path / "xdg" / "contextshift").is_dir()
 
 
-def test_the_data_dir_setting_moves_the_default_sqlite_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("CONTEXTSHIFT_DATABASE_URL", raising=False)
-    monkeypatch.setenv("CONTEXTSHIFT_DATA_DIR", str(tmp_path / "state"))
-    assert default_database_url() == f"sqlite:///{tmp_path / 'state' / 'contextshift.db'}"
+def test_the_data_dir_setting_moves_the_default_sqlite_file(tmp_path: Path) -> None:
+    settings = Settings.from_env({"CONTEXTSHIFT_DATA_DIR": str(tmp_path / "state")})
+    assert configured_database(settings).url.render_as_string() == (
+        f"sqlite+aiosqlite:///{tmp_path / 'state' / 'contextshift.db'}"
+    )
+    assert default_database_url(settings.data_dir) == f"sqlite:///{tmp_path / 'state' / 'contextshift.db'}"
     assert (tmp_path / "state").stat().st_mode & 0o777 == 0o700
 
 
-def test_environment_variable_overrides_the_default_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONTEXTSHIFT_DATABASE_URL", "postgresql://u@h/cs")
-    assert default_database_url() == "postgresql://u@h/cs"
-    assert Database().url.render_as_string() == "postgresql+asyncpg://u@h/cs"
+def test_the_database_url_setting_overrides_the_default_url(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"CONTEXTSHIFT_DATABASE_URL": "postgresql://u@h/cs", "CONTEXTSHIFT_DATA_DIR": str(tmp_path)}
+    )
+    assert configured_database(settings).url.render_as_string() == "postgresql+asyncpg://u@h/cs"
+    assert configured_database(settings, "sqlite:///x.db").url.render_as_string() == "sqlite+aiosqlite:///x.db"
+
+
+def test_the_instance_and_heartbeat_settings_reach_the_database(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {
+            "CONTEXTSHIFT_INSTANCE_ID": "api-1",
+            "CONTEXTSHIFT_HEARTBEAT_SECONDS": "0.5",
+            "CONTEXTSHIFT_HEARTBEAT_EXPIRY_SECONDS": "4",
+            "CONTEXTSHIFT_DATA_DIR": str(tmp_path),
+        }
+    )
+    db = configured_database(settings, "sqlite:///:memory:")
+    assert (db.instance_id, db.heartbeat.interval, db.heartbeat.expiry.total_seconds()) == ("api-1", 0.5, 4.0)
+    one_off = configured_database(settings, "sqlite:///:memory:", instance=False)
+    assert one_off.instance_id != "api-1" and len(one_off.instance_id) == 32
+    plain = Database("sqlite:///:memory:")
+    assert (plain.heartbeat.interval, plain.heartbeat.expiry.total_seconds()) == (10.0, 30.0)
 
 
 async def test_start_migrates_an_empty_database_to_head(backend: Backend) -> None:

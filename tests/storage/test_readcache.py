@@ -9,8 +9,10 @@ import pytest
 from sqlalchemy import text
 
 from contextshift.api.auth import principal_for
+from contextshift.settings import Settings
 from contextshift.storage import Database, Repositories
-from contextshift.storage.readcache import ReadCache, TableWrites, ttl_from_env
+from contextshift.storage.configured import configured_database
+from contextshift.storage.readcache import DEFAULT_TTL, ReadCache, TableWrites
 from tests.databases import Backend
 
 
@@ -157,10 +159,10 @@ def test_a_write_counted_before_its_commit_lands_is_counted_again_after() -> Non
     assert cache.get("k") is None
 
 
-def test_the_ttl_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CONTEXTSHIFT_READ_CACHE_SECONDS", "0.5")
-    assert ttl_from_env() == 0.5
-    monkeypatch.setenv("CONTEXTSHIFT_READ_CACHE_SECONDS", "soon")
-    assert ttl_from_env() == 5.0
-    monkeypatch.setenv("CONTEXTSHIFT_READ_CACHE_SECONDS", "-3")
-    assert ttl_from_env() == 0.0
+def test_the_ttl_is_the_setting_handed_to_the_database() -> None:
+    settings = Settings.from_env({"CONTEXTSHIFT_READ_CACHE_SECONDS": "0.5"})
+    assert configured_database(settings, "sqlite:///:memory:").reads.ttl == 0.5
+    assert configured_database(Settings(), "sqlite:///:memory:").reads.ttl == DEFAULT_TTL == 5.0
+    for wrong in ("soon", "-3"):
+        with pytest.raises(ValueError, match="CONTEXTSHIFT_READ_CACHE_SECONDS"):
+            Settings.from_env({"CONTEXTSHIFT_READ_CACHE_SECONDS": wrong})

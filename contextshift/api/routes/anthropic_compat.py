@@ -25,7 +25,8 @@ from ...service.proxy import ContextTooLong
 from .. import anthropic_wire as wire
 from .. import compat_sessions as sessions
 from ..auth import Caller
-from ..compat_forward import Dialect, forward, proxy_service, read_body, visibility
+from ..compat_forward import Dialect, forward, read_body, visibility
+from ..deps import GenerationService, ProxyEndpoint
 
 
 class AnthropicErrorBody(BaseModel):
@@ -124,16 +125,13 @@ ANTHROPIC_DIALECT = Dialect(
     },
     openapi_extra={"requestBody": MESSAGES_BODY},
 )
-async def messages(request: Request, principal: Caller) -> Response:
-    service = proxy_service(request)
+async def messages(request: Request, principal: Caller, service: ProxyEndpoint, chats: GenerationService) -> Response:
     try:
         parsed, clean = await read_body(request)
         call, extension = wire.read_call(parsed.value, user_id=principal.user_id, clean=clean)
         call = replace(call, token_strategy=principal.context_strategy)
         if extension.get("chat_id") is not None:
-            return await sessions.answer(
-                service, request.app.state.generations, call, extension["chat_id"], principal, ANTHROPIC_DIALECT
-            )
+            return await sessions.answer(service, chats, call, extension["chat_id"], principal, ANTHROPIC_DIALECT)
         prepared = await service.prepare(call)
     except ContextTooLong as error:
         return wire.service_error(error, visibility(error.audit_id, 0))

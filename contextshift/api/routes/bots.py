@@ -13,7 +13,7 @@ from .. import schemas as s
 from .. import views
 from ..auth import Caller
 from ..created import locate, located
-from ..deps import Repos
+from ..deps import Repos, ServiceRules
 from ..envelopes import (
     BotEnvelope,
     BotList,
@@ -48,12 +48,12 @@ def _check_strategy(name: str | None) -> None:
     responses={**error_responses(404), **located("get_bot")},
 )
 async def create_bot(
-    body: s.BotCreate, principal: Caller, repos: Repos, request: Request, response: Response
+    body: s.BotCreate, principal: Caller, repos: Repos, rules: ServiceRules, request: Request, response: Response
 ) -> dict[str, Any]:
     fields = {k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None or k == "chat_model_id"}
     _check_strategy(fields.get("context_strategy"))
     await own_lorebooks(repos, principal, fields.get("lorebook_ids"))
-    await check_choice(repos, fields.get("compaction_model_id"))
+    await check_choice(repos, fields.get("compaction_model_id"), rules.provider_hosts)
     name = fields.pop("name")
     row = await repos.bots.create(name=name, owner_id=principal.user_id, **fields)
     locate(request, response, "get_bot", bot_id=row.id)
@@ -71,14 +71,16 @@ async def get_bot(bot_id: str, principal: Caller, repos: Repos) -> dict[str, Any
 
 
 @router.patch("/bots/{bot_id}", response_model=BotEnvelope, responses=error_responses(404))
-async def patch_bot(bot_id: str, body: s.BotPatch, principal: Caller, repos: Repos) -> dict[str, Any]:
+async def patch_bot(
+    bot_id: str, body: s.BotPatch, principal: Caller, repos: Repos, rules: ServiceRules
+) -> dict[str, Any]:
     await own_bot(repos, principal, bot_id)
     changes = body.model_dump(exclude_unset=True)
     nullable = {"chat_model_id", "context_limit", "template", "author_note", "compaction_model_id"}
     changes = {k: v for k, v in changes.items() if v is not None or k in nullable}
     _check_strategy(changes.get("context_strategy"))
     await own_lorebooks(repos, principal, changes.get("lorebook_ids"))
-    await check_choice(repos, changes.get("compaction_model_id"))
+    await check_choice(repos, changes.get("compaction_model_id"), rules.provider_hosts)
     row = await repos.bots.update(bot_id, changes)
     if row is None:
         raise not_found("bot", bot_id)

@@ -15,9 +15,8 @@ from ...storage import Database, Repositories
 from .. import schemas as s
 from .. import views
 from ..auth import Admin
-from ..compat_forward import proxy_service
 from ..created import locate, located
-from ..deps import GenerationService, Repos, database
+from ..deps import GenerationService, ProxyEndpoint, Repos, ServiceRules, database
 from ..envelopes import (
     Deleted,
     ModelEnvelope,
@@ -48,9 +47,9 @@ def unchanged_if_null(changes: dict[str, Any], *, nullable: set[str]) -> dict[st
     responses={**ADMIN_ONLY, **located("get_provider")},
 )
 async def create_provider(
-    body: s.ProviderCreate, _admin: Admin, repos: Repos, request: Request, response: Response
+    body: s.ProviderCreate, _admin: Admin, repos: Repos, rules: ServiceRules, request: Request, response: Response
 ) -> dict[str, Any]:
-    check_provider_url(body.base_url)
+    check_provider_url(body.base_url, rules.provider_hosts)
     row = await repos.providers.create(**body.model_dump())
     locate(request, response, "get_provider", provider_id=row.id)
     return {"provider": views.provider(row)}
@@ -91,7 +90,11 @@ async def test_provider_values(
         if body.api_key is None and (saved.kind, saved.base_url) == (body.kind, body.base_url):
             key = saved.api_key  # N2: only to the address it was saved for
     endpoint = provider_check.Endpoint(body.kind, body.base_url, key, body.timeout_seconds)
-    return tested(await provider_check.check(endpoint, generations.client_factory, generations.client_options))
+    return tested(
+        await provider_check.check(
+            endpoint, generations.client_factory, generations.client_options, generations.rules.provider_hosts
+        )
+    )
 
 
 @router.post(
@@ -103,7 +106,11 @@ async def test_provider_values(
 )
 async def test_provider(provider_id: str, _admin: Admin, db: DB, generations: GenerationService) -> dict[str, Any]:
     endpoint = await saved_endpoint(db, provider_id)
-    return tested(await provider_check.check(endpoint, generations.client_factory, generations.client_options))
+    return tested(
+        await provider_check.check(
+            endpoint, generations.client_factory, generations.client_options, generations.rules.provider_hosts
+        )
+    )
 
 
 @router.get(
@@ -115,7 +122,9 @@ async def test_provider(provider_id: str, _admin: Admin, db: DB, generations: Ge
 )
 async def provider_models(provider_id: str, _admin: Admin, db: DB, generations: GenerationService) -> dict[str, Any]:
     endpoint = await saved_endpoint(db, provider_id)
-    listed = await provider_check.list_models(endpoint, generations.client_factory, generations.client_options)
+    listed = await provider_check.list_models(
+        endpoint, generations.client_factory, generations.client_options, generations.rules.provider_hosts
+    )
     return {"models": [s.ProviderModelOut(**asdict(m)) for m in listed]}
 
 
@@ -128,10 +137,12 @@ async def get_provider(provider_id: str, repos: Repos) -> dict[str, Any]:
 
 
 @router.patch("/providers/{provider_id}", response_model=ProviderEnvelope, responses=error_responses(403, 404))
-async def patch_provider(provider_id: str, body: s.ProviderPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
+async def patch_provider(
+    provider_id: str, body: s.ProviderPatch, _admin: Admin, repos: Repos, rules: ServiceRules
+) -> dict[str, Any]:
     changes = unchanged_if_null(body.model_dump(exclude_unset=True), nullable={"api_key"})
     if changes.get("base_url") is not None:
-        check_provider_url(changes["base_url"])
+        check_provider_url(changes["base_url"], rules.provider_hosts)
     if changes.get("api_key") == "":
         changes["api_key"] = None
     row = await repos.providers.update(provider_id, changes)
@@ -154,38 +165,44 @@ async def delete_provider(provider_id: str, _admin: Admin, repos: Repos) -> dict
     responses={**error_responses(403, 404), **located("get_model")},
 )
 async def create_model(
-    body: s.ModelCreate, _admin: Admin, repos: Repos, request: Request, response: Response
+    body: s.ModelCreate, _admin: Admin, repos: Repos, rules: ServiceRules, request: Request, response: Response
 ) -> dict[str, Any]:
     row = await repos.models.create(**body.model_dump())
     locate(request, response, "get_model", model_id=row.id)
-    return {"model": views.model(row)}
+    return {"model": views.model(row, margin=rules.estimate_margin)}
 
 
 @router.get("/models", response_model=ModelList)
-async def list_models(repos: Repos, request: Request, provider_id: str | None = None) -> dict[str, Any]:
-    await proxy_service(request).settled()  # endpoint calls still folding their usage into a calibration
+async def list_models(
+    repos: Repos, proxy: ProxyEndpoint, rules: ServiceRules, provider_id: str | None = None
+) -> dict[str, Any]:
+    await proxy.settled()  # endpoint calls still folding their usage into a calibration
     rows = await repos.models.list_all(provider_id)
     calibrations = await repos.calibrations.get_many(r.id for r in rows)
-    return {"models": [views.model(r, calibrations) for r in rows]}
+    return {"models": [views.model(r, calibrations, margin=rules.estimate_margin) for r in rows]}
 
 
 @router.get("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(404))
-async def get_model(model_id: str, repos: Repos, request: Request) -> dict[str, Any]:
-    await proxy_service(request).settled(model_id=model_id)  # calls still folding their usage in
+async def get_model(model_id: str, repos: Repos, proxy: ProxyEndpoint, rules: ServiceRules) -> dict[str, Any]:
+    await proxy.settled(model_id=model_id)  # calls still folding their usage in
     row = await repos.models.get(model_id)
     if row is None:
         raise not_found("model", model_id)
-    return {"model": views.model(row, await repos.calibrations.get_many([row.id]))}
+    calibrations = await repos.calibrations.get_many([row.id])
+    return {"model": views.model(row, calibrations, margin=rules.estimate_margin)}
 
 
 @router.patch("/models/{model_id}", response_model=ModelEnvelope, responses=error_responses(403, 404))
-async def patch_model(model_id: str, body: s.ModelPatch, _admin: Admin, repos: Repos) -> dict[str, Any]:
+async def patch_model(
+    model_id: str, body: s.ModelPatch, _admin: Admin, repos: Repos, rules: ServiceRules
+) -> dict[str, Any]:
     nullable = {"context_window", "max_output_tokens", "tokenizer", "context_strategy"}
     changes = unchanged_if_null(body.model_dump(exclude_unset=True), nullable=nullable)
     row = await repos.models.update(model_id, changes)
     if row is None:
         raise not_found("model", model_id)
-    return {"model": views.model(row, await repos.calibrations.get_many([row.id]))}
+    calibrations = await repos.calibrations.get_many([row.id])
+    return {"model": views.model(row, calibrations, margin=rules.estimate_margin)}
 
 
 @router.delete("/models/{model_id}", response_model=Deleted, responses=error_responses(403, 404))

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 
-from ...service.compaction import Compactor
 from ...service.status import chat_status
 from ...service.summarizer import eligible_models
 from .. import schemas as s
 from .. import views
 from ..auth import Caller
-from ..deps import Repos
+from ..deps import CompactionService, Db, GenerationService, Repos, ServiceRules
 from ..envelopes import ModelList
 from ..errors import error_responses
 from ..ownership import check_chat, own_bot, own_chat
@@ -23,11 +22,6 @@ Limit = Annotated[int, Query(ge=1, le=100)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 
 
-def compactor(request: Request) -> Compactor:
-    service: Compactor = request.app.state.compactor
-    return service
-
-
 @router.post(
     "/chats/{chat_id}/compact",
     response_model=s.CompactOut,
@@ -35,16 +29,17 @@ def compactor(request: Request) -> Compactor:
     description="Compact as much of the session as possible now (C6); bypasses the failure cooldown. "
     "A 422 with code `compaction.model_unavailable` says why no summarizer can run (`params.reason`).",
 )
-async def compact(chat_id: str, principal: Caller, request: Request) -> dict[str, Any]:
-    await check_chat(request.app.state.db, principal, chat_id)
-    outcome = await compactor(request).run(chat_id, "manual")
+async def compact(chat_id: str, principal: Caller, db: Db, compactor: CompactionService) -> dict[str, Any]:
+    await check_chat(db, principal, chat_id)
+    outcome = await compactor.run(chat_id, "manual")
     return outcome.to_dict()
 
 
 @router.get("/bots/{bot_id}/compaction/models", response_model=ModelList, responses=error_responses(404))
-async def compaction_models(bot_id: str, principal: Caller, repos: Repos) -> dict[str, Any]:
+async def compaction_models(bot_id: str, principal: Caller, repos: Repos, rules: ServiceRules) -> dict[str, Any]:
     await own_bot(repos, principal, bot_id)
-    return {"models": [views.model(m) for m in await eligible_models(repos)]}
+    eligible = await eligible_models(repos, rules.provider_hosts)
+    return {"models": [views.model(m, margin=rules.estimate_margin) for m in eligible]}
 
 
 @router.get("/bots/{bot_id}/compaction/logs", response_model=s.CompactionLogPage, responses=error_responses(404))
@@ -72,12 +67,9 @@ async def summaries(chat_id: str, principal: Caller, repos: Repos) -> dict[str, 
 
 
 @router.get("/chats/{chat_id}/status", response_model=s.StatusEnvelope, responses=error_responses(404))
-async def status(chat_id: str, principal: Caller, request: Request) -> dict[str, Any]:
-    await check_chat(request.app.state.db, principal, chat_id)
-    status = await chat_status(
-        request.app.state.db,
-        chat_id,
-        cooldown=compactor(request).cooldown,
-        counting=request.app.state.generations.counting,
-    )
+async def status(
+    chat_id: str, principal: Caller, db: Db, compactor: CompactionService, chats: GenerationService
+) -> dict[str, Any]:
+    await check_chat(db, principal, chat_id)
+    status = await chat_status(db, chat_id, cooldown=compactor.cooldown, counting=chats.counting, rules=chats.rules)
     return {"status": status}

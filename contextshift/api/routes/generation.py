@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 
 from ...core.errors import TokenBudgetExceeded
@@ -17,7 +17,7 @@ from ...service.streaming import Heartbeat
 from .. import schemas as s
 from .. import views
 from ..auth import Caller
-from ..deps import GenerationService, Repos
+from ..deps import CompactionService, GenerationService, Repos
 from ..envelopes import AuditEnvelope, PreviewEnvelope
 from ..errors import budget_params, error_responses
 from ..ownership import check_bot, check_chat, own_chat
@@ -58,14 +58,12 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     },
 )
 async def generate(
-    chat_id: str, body: s.GenerateRequest, principal: Caller, service: GenerationService, request: Request
+    chat_id: str, body: s.GenerateRequest, principal: Caller, service: GenerationService, compactor: CompactionService
 ) -> Any:
     await check_chat(service.db, principal, chat_id)
     command = command_of(body.content) if body.content is not None else None
     if command is not None:  # V4: answered by the service, never by the chat model
-        answer = views.message(
-            await run_command(service.db, request.app.state.compactor, chat_id, command, counting=service.counting)
-        )
+        answer = views.message(await run_command(service.db, compactor, chat_id, command, counting=service.counting))
         if not body.stream:
             return {"message": answer, "usage": None}
 

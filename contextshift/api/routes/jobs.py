@@ -6,12 +6,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from ...core.vocabulary import JobStatus
-from ...jobs import JobRunner, JobView
+from ...jobs import JobView
 from ..auth import Admin
+from ..deps import Jobs
 from ..errors import error_responses
 
 router = APIRouter(tags=["jobs"], responses=error_responses(400, 403, 422, 500))
@@ -80,11 +81,10 @@ def _job(view: JobView) -> JobOut:
 )
 async def list_jobs(
     _admin: Admin,
-    request: Request,
+    runner: Jobs,
     status: Annotated[list[JobStatus] | None, Query()] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> dict[str, Any]:
-    runner: JobRunner = request.app.state.jobs
     views, more = await runner.listing(status or DEFAULT_STATUSES, limit=limit, offset=offset)
     return {"runner": runner.kind, "jobs": [_job(v) for v in views], "has_more": more}

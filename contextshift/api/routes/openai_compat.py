@@ -21,7 +21,8 @@ from ...service.proxy import ContextTooLong
 from .. import compat_sessions as sessions
 from .. import openai_wire as wire
 from ..auth import Caller
-from ..compat_forward import Dialect, forward, proxy_service, read_body
+from ..compat_forward import Dialect, forward, read_body
+from ..deps import GenerationService, ProxyEndpoint
 
 
 class OpenAIErrorBody(BaseModel):
@@ -119,8 +120,8 @@ OPENAI_DIALECT = Dialect(
     summary="The models a caller may name, in OpenAI's list shape",
     responses=_errors(400, 401, 413, 500),
 )
-async def list_models(request: Request) -> dict[str, Any]:
-    models = await proxy_service(request).models()
+async def list_models(service: ProxyEndpoint) -> dict[str, Any]:
+    models = await service.models()
     return {
         "object": "list",
         "data": [
@@ -157,8 +158,9 @@ async def list_models(request: Request) -> dict[str, Any]:
     },
     openapi_extra={"requestBody": CHAT_BODY},
 )
-async def chat_completions(request: Request, principal: Caller) -> Response:
-    service = proxy_service(request)
+async def chat_completions(
+    request: Request, principal: Caller, service: ProxyEndpoint, chats: GenerationService
+) -> Response:
     try:
         parsed, clean = await read_body(request)
         call, extension = wire.read_call(
@@ -166,9 +168,7 @@ async def chat_completions(request: Request, principal: Caller) -> Response:
         )
         call = replace(call, token_strategy=principal.context_strategy)
         if extension.get("chat_id") is not None:
-            return await sessions.answer(
-                service, request.app.state.generations, call, extension["chat_id"], principal, OPENAI_DIALECT
-            )
+            return await sessions.answer(service, chats, call, extension["chat_id"], principal, OPENAI_DIALECT)
         prepared = await service.prepare(call)
     except ContextTooLong as error:
         return wire.service_error(error, wire.visibility(error.audit_id, 0))

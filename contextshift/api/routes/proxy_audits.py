@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
 from ...core.vocabulary import AuditStatus
@@ -18,8 +18,7 @@ from ...storage.tables import ProxyAuditRow
 from .. import schemas as s
 from .. import views
 from ..auth import Caller
-from ..compat_forward import proxy_service
-from ..deps import Repos
+from ..deps import ProxyEndpoint, Repos
 from ..errors import error_responses
 
 router = APIRouter(tags=["openai-compatible"], responses=error_responses(500))
@@ -90,15 +89,15 @@ def _summary(row: ProxyAuditRow) -> ProxyAuditSummary:
 
 @router.get("/proxy-audits", response_model=ProxyAuditList)
 async def list_proxy_audits(
-    repos: Repos, principal: Caller, request: Request, limit: int = Query(20, ge=1, le=100)
+    repos: Repos, principal: Caller, proxy: ProxyEndpoint, limit: int = Query(20, ge=1, le=100)
 ) -> dict[str, Any]:
-    await proxy_service(request).settled()  # calls answered but not yet finished in the database
+    await proxy.settled()  # calls answered but not yet finished in the database
     return {"audits": [_summary(r) for r in await repos.proxy_audits.recent(user_id=principal.user_id, limit=limit)]}
 
 
 @router.get("/proxy-audits/{audit_id}", response_model=ProxyAuditEnvelope, responses=error_responses(404))
-async def get_proxy_audit(audit_id: str, repos: Repos, principal: Caller, request: Request) -> dict[str, Any]:
-    await proxy_service(request).settled(audit_id=audit_id)  # a call answered but not yet finished
+async def get_proxy_audit(audit_id: str, repos: Repos, principal: Caller, proxy: ProxyEndpoint) -> dict[str, Any]:
+    await proxy.settled(audit_id=audit_id)  # a call answered but not yet finished
     row = await repos.proxy_audits.get(audit_id, user_id=principal.user_id)
     if row is None:
         raise not_found("proxy_audit", audit_id)

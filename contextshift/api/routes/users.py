@@ -17,9 +17,9 @@ from ...service.errors import Refusal, ServiceError, not_found
 from ...storage import NameTaken, Repositories
 from ...storage.tables import ApiTokenRow, UserRow
 from ...storage.types import utcnow
-from ..auth import Admin, Caller, session_lifetime
+from ..auth import Admin, Caller
 from ..created import locate, located
-from ..deps import Repos
+from ..deps import Repos, SessionLength
 from ..envelopes import Deleted
 from ..errors import error_responses
 from ..schemas import Required, TokenStrategy
@@ -238,9 +238,8 @@ async def revoke_token(token_id: str, principal: Caller, repos: Repos) -> dict[s
 
 
 @router.get("/sessions", response_model=BrowserSessionList)
-async def list_sessions(principal: Caller, repos: Repos) -> dict[str, Any]:
+async def list_sessions(principal: Caller, repos: Repos, lifetime: SessionLength) -> dict[str, Any]:
     """The caller's browser sessions that have not expired, newest first (never their secrets)."""
-    lifetime = session_lifetime()
     rows = await repos.tokens.sessions_for(principal.user_id, utcnow() - lifetime)
     return {
         "sessions": [

@@ -19,7 +19,7 @@ recorded it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, MutableMapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +39,7 @@ from ...providers import (
     make_client,
 )
 from .limits import Deadline, HasTimeout, open_client
+from .shared import SharedClient
 
 ClientFactory = Callable[..., ProviderClient]
 
@@ -113,17 +114,32 @@ class _Resend:
 
 
 class Calls:
-    """Sends to providers with ``factory`` (``make_client`` or a test's) and the service's client ``options``
-    (a shared ``http_client``, ``retry``, ``timeouts``...; the dict is read at each call, not copied)."""
+    """Sends to providers with ``factory`` (``make_client`` or a test's), the service's client ``options``
+    (``retry``, ``timeouts``, an ``http_client`` of the caller's...) and the ``shared`` connection pool, asked for
+    at each call (:meth:`current_options`)."""
 
-    def __init__(self, factory: ClientFactory = make_client, options: MutableMapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        factory: ClientFactory = make_client,
+        options: Mapping[str, Any] | None = None,
+        shared: SharedClient | None = None,
+    ) -> None:
         self.factory = factory
-        self.options: MutableMapping[str, Any] = options if options is not None else {}
+        self.options: Mapping[str, Any] = dict(options or {})
+        self.shared = shared
+
+    def current_options(self) -> Mapping[str, Any]:
+        """The options for a client made now: with the shared pool while it is open (an ``http_client`` in
+        the options wins)."""
+        pool = self.shared.client if self.shared is not None else None
+        if pool is None or "http_client" in self.options:
+            return self.options
+        return {**self.options, "http_client": pool}
 
     @asynccontextmanager
     async def client(self, provider: HasTimeout, deadline: Deadline) -> AsyncIterator[ProviderClient]:
         """A client for one attempt, closed when it ends however it ends (shielded from cancellation)."""
-        client = open_client(self.factory, self.options, provider, deadline)
+        client = open_client(self.factory, self.current_options(), provider, deadline)
         try:
             yield client
         finally:

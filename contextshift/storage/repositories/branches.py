@@ -20,7 +20,7 @@ from ..errors import InvalidValue
 from ..tables import MessageRow, SummaryRow
 from ._common import integer, text_value
 from .convert import check_json
-from .messages import MessageRepository, _total, add_counts
+from .messages import MessageRepository, add_counts, count_kinds
 from .versions import show, version_of
 
 __all__ = ["branch_from", "is_branch_point", "show_branch"]
@@ -65,7 +65,7 @@ async def _park(session: AsyncSession, row: MessageRow) -> dict[str, Any]:
         await session.execute(delete(SummaryRow).where(SummaryRow.id.in_([s.id for s in summaries])))
     if messages:
         await session.execute(delete(MessageRow).where(MessageRow.id.in_([m.id for m in messages])))
-        parked = _total((m.pinned, m.standing, m.summary_id) for m in messages)
+        parked = count_kinds((m.pinned, m.standing, m.summary_id) for m in messages)
         await add_counts(session, row.chat_id, (-parked[0], -parked[1]))  # the chat's kept counts follow
     return tail
 
@@ -80,7 +80,7 @@ async def _unpark(session: AsyncSession, chat_id: str, tail: Any) -> None:
         await session.execute(insert(SummaryRow), summaries)
     if messages:
         await session.execute(insert(MessageRow), messages)
-        await add_counts(session, chat_id, _total((m["pinned"], m["standing"], m["summary_id"]) for m in messages))
+        await add_counts(session, chat_id, count_kinds((m["pinned"], m["standing"], m["summary_id"]) for m in messages))
 
 
 async def branch_from(repo: MessageRepository, chat_id: str, message_id: str, content: str) -> MessageRow | None:

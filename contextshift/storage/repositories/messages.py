@@ -28,6 +28,7 @@ __all__ = [
     "MessagePage",
     "MessageRepository",
     "add_counts",
+    "count_kinds",
     "counted",
     "mark_standing",
     "merge_meta",
@@ -55,7 +56,7 @@ def counted(pinned: bool, standing: bool, summary_id: str | None) -> tuple[int, 
     return 0, 0 if standing else 1
 
 
-def _total(rows: Iterable[Any]) -> tuple[int, int]:
+def count_kinds(rows: Iterable[Any]) -> tuple[int, int]:
     """The summed :func:`counted` of ``(pinned, standing, summary_id)`` rows."""
     raw = summarized = 0
     for pinned, standing, summary_id in rows:
@@ -289,7 +290,7 @@ class MessageRepository:
         gone = (await self.session.execute(statement)).all()
         if not gone:
             return False
-        raw, summarized = _total(gone)
+        raw, summarized = count_kinds(gone)
         await self._bump(chat_id, counts=(-raw, -summarized))
         return True
 
@@ -302,7 +303,7 @@ class MessageRepository:
         )
         gone = (await self.session.execute(statement)).all()
         if gone:
-            raw, summarized = _total(gone)
+            raw, summarized = count_kinds(gone)
             await self._bump(chat_id, counts=(-raw, -summarized))
         return len(gone)
 
