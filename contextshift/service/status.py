@@ -59,7 +59,7 @@ async def chat_status(
         if not bot.compaction_enabled:
             reason = "disabled"
         elif window is None:
-            reason = "window_unknown"
+            reason = "window-unknown"
         else:
             try:
                 await resolve(repos, bot)

@@ -119,7 +119,7 @@ async def test_a_provider_saved_before_the_hosts_setting_narrowed_is_refused_bef
     )
     assert endpoint.status_code == 400 and endpoint.json()["error"]["code"] == "provider_host_not_allowed"
     compact = await service.http.post(f"/api/v2/chats/{ids['chat']}/compact", json={})
-    assert compact.json()["error"]["params"]["reason"] == "provider_host_not_allowed"
+    assert compact.json()["error"]["params"]["reason"] == "provider-host-not-allowed"
     assert service.fake.requests == []  # nothing, and no key, went to the provider
     monkeypatch.setenv("CONTEXTSHIFT_PROVIDER_HOSTS", "127.0.0.1")
     allowed = await service.http.post(f"/api/v2/chats/{ids['chat']}/generate", json={"content": "hi", "stream": False})
