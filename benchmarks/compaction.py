@@ -762,7 +762,7 @@ class Work:
 def work_of(s: Scenario) -> Work:
     calls = s.summarizer_calls
     sync_passes = sum(log.passes for log in s.logs if log.trigger == "sync")
-    wasted = sum(1 for log in s.logs if log.status == "error" and log.passes > 0)
+    wasted = sum(1 for log in s.logs if log.status == "failed" and log.passes > 0)
     first = s.first_compaction_turn()
     after = [t.raw_history for t in s.turns if first is not None and t.index >= first]
     prompts = [t.prompt_tokens for t in s.turns]
@@ -885,7 +885,7 @@ def runs_line(s: Scenario) -> str:
     first = s.first_compaction_turn()
     if first is not None:
         text += f"; first summary in the prompt at turn {first + 1}"
-    failed = next((log for log in s.logs if log.status == "error"), None)
+    failed = next((log for log in s.logs if log.status == "failed"), None)
     if failed is not None:
         before = [t for t in s.turns if t.started <= failed.started]
         text += f"; first failed run started during or after turn {before[-1].index + 1 if before else 0}"

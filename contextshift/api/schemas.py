@@ -753,10 +753,11 @@ class CompactOut(BaseModel):
     summary: str | None
     message_count: int
     log_id: str | None
-    #: The code of the pass that failed (with ``status`` ``ok`` when earlier passes were committed).
+    #: The code of the pass that failed (with ``status`` ``completed`` when earlier passes were committed).
     error_code: str | None
-    #: More about a failure: for ``COMPACTION_SUMMARY_UNFAITHFUL``, ``other_script``, ``other_language``,
-    #: ``few_facts`` or ``refusal``; for a no-op, why nothing ran.
+    #: More about a failure: for ``COMPACTION_SUMMARY_UNFAITHFUL``, ``other-script``, ``other-language``,
+    #: ``few-facts`` or ``refusal``; for a ``skipped`` run, why nothing ran (``model-unavailable``, ``cooldown``,
+    #: ``running``, ``busy``, ``over-sync-reach``).
     reason: str | None = None
     passes_committed: int = 0
     passes_failed: int = 0

@@ -65,8 +65,8 @@ MAX_STEP = 2.0
 #: A report under this share of the sent count is a suspected truncation, not a density.
 TRUNCATION_SHARE = 0.5
 #: :func:`doubt`'s reasons.
-AT_WINDOW = "report_at_window"
-FAR_BELOW = "report_far_below_count"
+AT_WINDOW = "report-at-window"
+FAR_BELOW = "report-far-below-count"
 #: An exact profile whose factor is this far from 1 after DRIFT_CALLS calls is reported as drifting.
 DRIFT_TOLERANCE = 0.10
 DRIFT_CALLS = 5
@@ -134,9 +134,9 @@ def doubt(estimated: int, reported: int, *, window: int | None = None) -> str | 
         count, else None.
 
     >>> doubt(1900, 100)
-    'report_far_below_count'
+    'report-far-below-count'
     >>> doubt(1900, 2000, window=2000)
-    'report_at_window'
+    'report-at-window'
     >>> doubt(1000, 1540, window=8000) is None
     True
     """

@@ -111,11 +111,33 @@ PROVIDER_KINDS: Final[tuple[str, ...]] = get_args(ProviderKind)
 #: The kinds that speak OpenAI's Chat Completions wire format.
 OPENAI_KINDS: Final[frozenset[str]] = frozenset({"openai", "openai-codex"})
 
-# -- statuses (issue 24): one Literal per kind of record; the storage check constraints use the same tuples ------
+# -- statuses (issue 24): one word per meaning, one Literal per kind of record -----------------------------
 #
-# Success is spelled as each record has always stored it (changing a stored or API value would need a migration
-# and a deprecation): a prompt audit ``completed``, a compaction pass or a job attempt ``ok``, a job
-# ``succeeded``. :data:`SUCCESS` names the one spelling of each, so code asks "did it succeed?" in one place.
+# Every status set is built from the same words, so "did it succeed?" is ``status == COMPLETED`` for an audit, a
+# compaction pass, a job and an attempt alike (until migration 0023 success was spelled ``completed``, ``ok`` and
+# ``succeeded``, failure ``failed`` and ``error``). The sets stay distinct Literals: a job can be ``queued``, an
+# audit ``prepared``, a turn neither.
+#
+# A compaction run that had nothing to do (it was off, cooling down, below its target, or another run held the
+# chat) is ``skipped``, not ``noop``: "skipped" says to a reader of the log or the API that the run was passed
+# over on purpose and changed nothing, where "no-op" is programmer's jargon; ``reason`` says why.
+
+#: Written before the work starts, until it ends (an audit).
+PREPARED: Final = "prepared"
+#: Waiting for a worker (a job).
+QUEUED: Final = "queued"
+#: Under way.
+RUNNING: Final = "running"
+#: Ended well: the one word for success.
+COMPLETED: Final = "completed"
+#: Ended by an error: the one word for failure.
+FAILED: Final = "failed"
+#: Stopped by the user before it ended.
+CANCELLED: Final = "cancelled"
+#: Cut off because its worker or instance stopped during it.
+INTERRUPTED: Final = "interrupted"
+#: Passed over on purpose: nothing to do, or not now (``reason`` says why).
+SKIPPED: Final = "skipped"
 
 #: A generation's or an endpoint call's audit (A4, V7): ``prepared`` until the call ends.
 AuditStatus: TypeAlias = Literal["prepared", "completed", "failed", "cancelled"]
@@ -125,54 +147,88 @@ FinishedAuditStatus: TypeAlias = Literal["completed", "failed", "cancelled"]
 FINISHED_AUDIT_STATUSES: Final[tuple[str, ...]] = get_args(FinishedAuditStatus)
 
 #: A compaction log row (C12): ``running`` while the pass runs.
-CompactionStatus: TypeAlias = Literal["running", "ok", "error", "noop"]
+CompactionStatus: TypeAlias = Literal["running", "completed", "failed", "skipped"]
 COMPACTION_STATUSES: Final[tuple[str, ...]] = get_args(CompactionStatus)
 #: The outcome of a compaction run (``POST /chats/{id}/compact``, ``/compact``).
-CompactionOutcome: TypeAlias = Literal["ok", "noop", "error"]
+CompactionOutcome: TypeAlias = Literal["completed", "skipped", "failed"]
 COMPACTION_OUTCOMES: Final[tuple[str, ...]] = get_args(CompactionOutcome)
 #: What started a compaction pass.
 CompactionTrigger: TypeAlias = Literal["background", "sync", "manual"]
 COMPACTION_TRIGGERS: Final[tuple[str, ...]] = get_args(CompactionTrigger)
 
 #: A background job, as ``GET /api/v2/jobs`` names it.
-JobStatus: TypeAlias = Literal["queued", "running", "succeeded", "failed"]
+JobStatus: TypeAlias = Literal["queued", "running", "completed", "failed"]
 JOB_STATUSES: Final[tuple[str, ...]] = get_args(JobStatus)
+#: The statuses a job may end in.
+ENDED_JOB_STATUSES: Final[tuple[str, ...]] = ("completed", "failed")
 #: One attempt of a job: ``interrupted`` when its worker stopped during it.
-AttemptStatus: TypeAlias = Literal["running", "ok", "error", "interrupted"]
+AttemptStatus: TypeAlias = Literal["running", "completed", "failed", "interrupted"]
 ATTEMPT_STATUSES: Final[tuple[str, ...]] = get_args(AttemptStatus)
+#: The statuses of an attempt that did not succeed (a job's ``errors``).
+FailedAttemptStatus: TypeAlias = Literal["failed", "interrupted"]
+FAILED_ATTEMPT_STATUSES: Final[tuple[str, ...]] = get_args(FailedAttemptStatus)
 
-#: How each kind of record spells success.
-SUCCESS: Final[dict[str, str]] = {"audit": "completed", "compaction": "ok", "job": "succeeded", "attempt": "ok"}
+#: Every status word of every set: the words above, and no other.
+STATUS_WORDS: Final[tuple[str, ...]] = (PREPARED, QUEUED, RUNNING, COMPLETED, FAILED, CANCELLED, INTERRUPTED, SKIPPED)
 
-# -- compaction reasons (C5, C8, C14) -------------------------------------------------------------------------
+#: The words each set spelled differently before migration 0023 (old → new), for the migration and its tests.
+RENAMED_STATUSES: Final[dict[str, dict[str, str]]] = {
+    "compaction_logs": {"ok": COMPLETED, "error": FAILED, "noop": SKIPPED},
+    "jobs": {"succeeded": COMPLETED},
+    "job_attempts": {"ok": COMPLETED, "error": FAILED},
+}
+
+# -- other reasons: kebab-case too ---------------------------------------------------------------------------
+
+#: A reply's ``meta.partial_reason``, when the provider failed while it streamed.
+PROVIDER_ERROR: Final = "provider-error"
+#: Why a reply was kept partial (``meta.partial_reason``): stored while streaming and the process died
+#: (``interrupted``), stopped by the user (``cancelled``), or the provider failed mid-stream.
+PartialReason: TypeAlias = Literal["interrupted", "cancelled", "provider-error"]
+PARTIAL_REASONS: Final[tuple[str, ...]] = get_args(PartialReason)
+
+#: The reasons migration 0023 rewrote in stored JSON (old → new): a reply's ``meta.partial_reason`` and an
+#: audit's ``calibration_doubted.reason`` (``core/calibration.py``'s ``doubt``).
+RENAMED_REASONS: Final[dict[str, str]] = {
+    "provider_error": PROVIDER_ERROR,
+    "report_at_window": "report-at-window",
+    "report_far_below_count": "report-far-below-count",
+}
+
+# -- compaction reasons (C5, C8, C14): kebab-case, as every reason code (the style of ``ShiftResult``'s) ---------
 
 #: Why a bot's compaction model cannot summarize (``compaction.model_unavailable``'s ``reason``).
 CompactionUnavailableReason: TypeAlias = Literal[
-    "not_configured",
-    "not_chat_model",
-    "model_disabled",
-    "provider_disabled",
-    "provider_host_not_allowed",
-    "output_limit_unsupported",
-    "window_unknown",
+    "not-configured",
+    "not-chat-model",
+    "model-disabled",
+    "provider-disabled",
+    "provider-host-not-allowed",
+    "output-limit-unsupported",
+    "window-unknown",
 ]
 COMPACTION_UNAVAILABLE_REASONS: Final[tuple[str, ...]] = get_args(CompactionUnavailableReason)
 #: Why automatic compaction is off (the status's ``automatic.reason``): the model's reasons, and two more.
 CompactionOffReason: TypeAlias = Literal[
-    "not_configured",
-    "not_chat_model",
-    "model_disabled",
-    "provider_disabled",
-    "provider_host_not_allowed",
-    "output_limit_unsupported",
-    "window_unknown",
+    "not-configured",
+    "not-chat-model",
+    "model-disabled",
+    "provider-disabled",
+    "provider-host-not-allowed",
+    "output-limit-unsupported",
+    "window-unknown",
     "disabled",
     "cooldown",
 ]
 COMPACTION_OFF_REASONS: Final[tuple[str, ...]] = get_args(CompactionOffReason)
 #: Why the summary check refused a summary as unfaithful (core/compaction/plausibility.py).
-SummaryRejection: TypeAlias = Literal["other_script", "other_language", "few_facts", "refusal"]
+SummaryRejection: TypeAlias = Literal["other-script", "other-language", "few-facts", "refusal"]
 SUMMARY_REJECTIONS: Final[tuple[str, ...]] = get_args(SummaryRejection)
+#: Why a compaction run was ``skipped`` (its outcome's ``reason``): no summarizer, the cooldown, another run
+#: holds the chat (``running``; ``busy`` when a synchronous caller stopped waiting for it), or history too far
+#: over the window for passes before the turn.
+CompactionSkipReason: TypeAlias = Literal["model-unavailable", "cooldown", "running", "busy", "over-sync-reach"]
+COMPACTION_SKIP_REASONS: Final[tuple[str, ...]] = get_args(CompactionSkipReason)
 
 # -- summaries (G3, C8) -------------------------------------------------------------------------------------
 
@@ -184,34 +240,49 @@ __all__ = [
     "AUDIT_REASONS",
     "AUDIT_STATUSES",
     "BLOCK_KINDS",
+    "CANCELLED",
     "COMPACTION_OFF_REASONS",
     "COMPACTION_OUTCOMES",
+    "COMPACTION_SKIP_REASONS",
     "COMPACTION_STATUSES",
     "COMPACTION_TRIGGERS",
     "COMPACTION_UNAVAILABLE_REASONS",
+    "COMPLETED",
     "CONTEXT_SHIFT",
     "DISABLED",
     "EMPTY",
+    "ENDED_JOB_STATUSES",
+    "FAILED",
+    "FAILED_ATTEMPT_STATUSES",
     "FINAL_BUDGET",
     "FINISHED_AUDIT_STATUSES",
     "FIT",
     "INTERCEPTOR",
+    "INTERRUPTED",
     "JOB_STATUSES",
     "LORE_BUDGET",
     "LOW_RELEVANCE",
     "MANUAL",
     "NOT_TRIGGERED",
     "OPENAI_KINDS",
+    "PARTIAL_REASONS",
     "PLUGIN_REJECTED",
+    "PREPARED",
     "PROTECTED",
     "PROTECTED_SYSTEM_SOURCES",
+    "PROVIDER_ERROR",
     "PROVIDER_KINDS",
+    "QUEUED",
     "REASONS",
     "RECALLED",
+    "RENAMED_REASONS",
+    "RENAMED_STATUSES",
     "ROLES",
+    "RUNNING",
+    "SKIPPED",
     "SOURCES",
     "STANDING",
-    "SUCCESS",
+    "STATUS_WORDS",
     "SUMMARIZED",
     "SUMMARY_HEADER",
     "SUMMARY_REJECTIONS",
@@ -221,11 +292,14 @@ __all__ = [
     "BlockKind",
     "CompactionOffReason",
     "CompactionOutcome",
+    "CompactionSkipReason",
     "CompactionStatus",
     "CompactionTrigger",
     "CompactionUnavailableReason",
+    "FailedAttemptStatus",
     "FinishedAuditStatus",
     "JobStatus",
+    "PartialReason",
     "ProviderKind",
     "Role",
     "ShiftReason",

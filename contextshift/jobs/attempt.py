@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.vocabulary import COMPLETED, FAILED, INTERRUPTED
 from ..storage import Repositories
 from ..storage.liveness import JOB_INTERRUPTED
 from .definitions import Job, JobContext, describe, retryable
@@ -49,7 +50,7 @@ async def run_attempt(
             async with asyncio.timeout(5):  # best effort: a dead instance's attempt is closed by liveness anyway
                 async with context.db.session() as session:
                     await Repositories(session).job_attempts.finish(
-                        record.id, "interrupted", error_code=JOB_INTERRUPTED, error="The runner stopped this attempt."
+                        record.id, INTERRUPTED, error_code=JOB_INTERRUPTED, error="The runner stopped this attempt."
                     )
         log.warning(
             "job %s (%s) attempt %d interrupted",
@@ -63,7 +64,7 @@ async def run_attempt(
         code, message = describe(error)
         retry_in = job.backoff.delay(attempt) if retryable(error) else None
         async with context.db.session() as session:
-            await Repositories(session).job_attempts.finish(record.id, "error", error_code=code, error=message)
+            await Repositories(session).job_attempts.finish(record.id, FAILED, error_code=code, error=message)
         log.warning(
             "job %s (%s) attempt %d failed: %s%s",
             job_id,
@@ -81,7 +82,7 @@ async def run_attempt(
         )
         return Attempted(False, code, retry_in)
     async with context.db.session() as session:
-        await Repositories(session).job_attempts.finish(record.id, "ok")
+        await Repositories(session).job_attempts.finish(record.id, COMPLETED)
     log.info(
         "job %s (%s) attempt %d ok",
         job_id,

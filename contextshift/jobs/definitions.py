@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ..core.errors import ContextShiftError
+from ..core.vocabulary import RUNNING
 from ..service.accounts import SESSION_LIFETIME
 from ..service.compaction import Compactor
 from ..service.errors import Refusal, ServiceError
@@ -133,7 +134,7 @@ async def _compaction_pass(context: JobContext, args: Mapping[str, Any]) -> None
             log.info("compaction of chat %s: %s; nothing to do", chat_id, refused.code)
             return
         raise
-    if outcome.reason == "running":
+    if outcome.reason == RUNNING:
         raise ChatBusy(chat_id)
 
 

@@ -36,6 +36,7 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from procrastinate.worker import Worker
 from sqlalchemy import text
 
+from ..core.vocabulary import COMPLETED, FAILED, QUEUED, RUNNING
 from ..service.compaction import Compactor
 from ..storage import Database, Repositories
 from ..storage.types import utcnow
@@ -51,21 +52,21 @@ RUNNER = "procrastinate"
 QUEUE = "default"
 #: Seconds between looks for new jobs when no notification came (LISTEN/NOTIFY wakes a worker at once).
 FETCH_INTERVAL = 2.0
-#: The engine's statuses, as ``GET /api/v2/jobs`` names them.
+#: The engine's own statuses (procrastinate's words, which its tables keep), as ``GET /api/v2/jobs`` names them.
 STATUS_NAMES = {
-    "todo": "queued",
-    "doing": "running",
-    "succeeded": "succeeded",
-    "failed": "failed",
-    "cancelled": "failed",
-    "aborted": "failed",
-    "aborting": "running",
+    "todo": QUEUED,
+    "doing": RUNNING,
+    "succeeded": COMPLETED,
+    "failed": FAILED,
+    "cancelled": FAILED,
+    "aborted": FAILED,
+    "aborting": RUNNING,
 }
 ENGINE_STATUSES = {
-    "queued": ("todo",),
-    "running": ("doing", "aborting"),
-    "succeeded": ("succeeded",),
-    "failed": ("failed", "cancelled", "aborted"),
+    QUEUED: ("todo",),
+    RUNNING: ("doing", "aborting"),
+    COMPLETED: ("succeeded",),
+    FAILED: ("failed", "cancelled", "aborted"),
 }
 
 
@@ -281,7 +282,7 @@ class EngineRunner(RunnerBase):
                         "runner": RUNNER,
                         "job_id": str(job.id),
                         "task": job.task_name,
-                        "status": "failed",
+                        "status": FAILED,
                     },
                 )
             else:
@@ -295,7 +296,7 @@ class EngineRunner(RunnerBase):
                         "runner": RUNNER,
                         "job_id": str(job.id),
                         "task": job.task_name,
-                        "status": "queued",
+                        "status": QUEUED,
                     },
                 )
         except engine_errors.ConnectorException:  # another worker rescued it first, or a copy was just queued
@@ -364,7 +365,7 @@ class EngineRunner(RunnerBase):
         return len(ended)
 
     async def listing(self, statuses: Sequence[str], *, limit: int, offset: int = 0) -> tuple[list[JobView], bool]:
-        """Jobs in ``statuses`` (``queued``, ``running``, ``failed``, ``succeeded``), newest first."""
+        """Jobs in ``statuses`` (``queued``, ``running``, ``failed``, ``completed``), newest first."""
         engine_statuses = [s for status in statuses for s in ENGINE_STATUSES[status]]
         async with self.db.session(write=False) as session:
             rows = (

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..core.vocabulary import QUEUED
 from ..service.compaction import Compactor
 from ..storage import Database, Repositories
 from ..storage.tables import JobRow
@@ -185,7 +186,7 @@ class LocalRunner(RunnerBase):
             return await Repositories(session).jobs.delete_finished(before)
 
     async def listing(self, statuses: Sequence[str], *, limit: int, offset: int = 0) -> tuple[list[JobView], bool]:
-        """Jobs in ``statuses`` (``queued``, ``running``, ``failed``, ``succeeded``), newest first."""
+        """Jobs in ``statuses`` (``queued``, ``running``, ``failed``, ``completed``), newest first."""
         async with self.db.session(write=False) as session:
             repos = Repositories(session)
             rows, more = await repos.jobs.listing(statuses, limit=limit, offset=offset)
@@ -199,7 +200,7 @@ class LocalRunner(RunnerBase):
                 lock=row.lock,
                 args=dict(row.args or {}),
                 queued_at=row.created_at,
-                run_after=row.run_after if row.status == "queued" else None,
+                run_after=row.run_after if row.status == QUEUED else None,
                 errors=attempt_views(attempts[row.id]),
             )
             for row in rows

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..core.vocabulary import FAILED_ATTEMPT_STATUSES
 from ..storage.tables import JobAttemptRow
 
 
@@ -22,7 +23,7 @@ class AttemptView:
 
 @dataclass(frozen=True, slots=True)
 class JobView:
-    """A job: ``status`` is ``queued``, ``running``, ``succeeded`` or ``failed``; ``attempts`` counts the attempts
+    """A job: ``status`` is ``queued``, ``running``, ``completed`` or ``failed``; ``attempts`` counts the attempts
     started (each in ``errors`` when it failed or was interrupted, with its code and message)."""
 
     id: str
@@ -41,5 +42,5 @@ def attempt_views(rows: Sequence[JobAttemptRow]) -> list[AttemptView]:
     return [
         AttemptView(row.attempt, row.status, row.error_code, row.error, row.started_at, row.finished_at)
         for row in rows
-        if row.status in ("error", "interrupted")
+        if row.status in FAILED_ATTEMPT_STATUSES
     ]

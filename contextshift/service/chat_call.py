@@ -11,6 +11,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.vocabulary import COMPLETED, FAILED
 from ..pipeline import PipelineResult
 from ..providers import ChatRequest, ChatResult, ProviderClient, ProviderError
 from ..storage import Database
@@ -107,7 +108,7 @@ class ChatCall:
         self.done = Done(row, usage)
 
     async def failed(self, error: ProviderError) -> None:
-        updates = self.retry.updates("failed")
+        updates = self.retry.updates(FAILED)
         if self.streamed:  # N5: what came is kept, marked partial
             text = "".join(self.streamed)
             self.partial = await self.records.store_partial(
@@ -131,7 +132,7 @@ def completed_updates(
     turn: Turn, result: PipelineResult, reply: ChatResult, retry: ContextRetry
 ) -> dict[str, Any] | None:
     """The audit's last words: the attempts, and (T5) whether the provider's prompt count was believed."""
-    updates = retry.updates("completed")
+    updates = retry.updates(COMPLETED)
     note = doubted(turn.model, estimate_of(turn.base_profile, result.payload), reply.usage)
     if note is None:
         return updates

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.vocabulary import COMPLETED, RUNNING, SKIPPED
 from ..storage import Database, Repositories
 from ..storage.tables import MessageRow
 from .compaction import Compactor
@@ -39,23 +40,23 @@ COMPACTION_ERROR_WORDS: dict[str, str] = {
 
 #: Why the summary check refused a summary (core/compaction/plausibility.py), as words.js' REJECTION_WORDS.
 REJECTION_WORDS: dict[str, str] = {
-    "other_script": "the summary is written in another alphabet than the conversation",
-    "other_language": "the summary is in another language than the conversation",
-    "few_facts": "the summary keeps too few of the conversation's names and numbers",
+    "other-script": "the summary is written in another alphabet than the conversation",
+    "other-language": "the summary is in another language than the conversation",
+    "few-facts": "the summary keeps too few of the conversation's names and numbers",
     "refusal": "the model refused to summarize instead of writing a summary",
 }
 
 
 #: Why automatic compaction is off (the status's ``automatic.reason``), as words.js' COMPACTION_REASONS says it.
 OFF_WORDS: dict[str, str] = {
-    "not_configured": "no compaction model is set and the bot has no chat model",
-    "not_chat_model": "the compaction model is not a chat model",
-    "model_disabled": "the compaction model is disabled",
-    "provider_disabled": "the compaction model's provider is disabled",
-    "provider_host_not_allowed": "the compaction model's provider points at a host this server does not allow",
-    "output_limit_unsupported": "the model's provider does not enforce output token limits, so it cannot "
+    "not-configured": "no compaction model is set and the bot has no chat model",
+    "not-chat-model": "the compaction model is not a chat model",
+    "model-disabled": "the compaction model is disabled",
+    "provider-disabled": "the compaction model's provider is disabled",
+    "provider-host-not-allowed": "the compaction model's provider points at a host this server does not allow",
+    "output-limit-unsupported": "the model's provider does not enforce output token limits, so it cannot "
     "summarize safely; pick a compaction model in the bot's settings",
-    "window_unknown": "the model has no declared context window; set one on the model",
+    "window-unknown": "the model has no declared context window; set one on the model",
     "disabled": "compaction is turned off in the bot's settings",
     "cooldown": "a recent automatic attempt failed; it waits a few minutes before trying again",
 }
@@ -65,19 +66,19 @@ def failure_words(code: str | None, reason: str | None) -> str:
     """Why a compaction pass failed, in plain words, with its code for reference."""
     words = COMPACTION_ERROR_WORDS.get(code or "", "the pass failed")
     if reason:
-        words += f": {REJECTION_WORDS.get(reason, reason.replace('_', ' '))}"
+        words += f": {REJECTION_WORDS.get(reason, reason.replace('-', ' '))}"
     return f"{words} ({code})" if code else words
 
 
 def _compact_answer(outcome: dict[str, Any]) -> str:
-    if outcome["status"] == "ok":
+    if outcome["status"] == COMPLETED:
         done = f"Compacted {outcome['message_count']} message(s) into a summary."
         if outcome.get("passes_failed"):
             why = failure_words(outcome["error_code"], outcome.get("reason"))
             done += f" A later pass failed: {why}; the rest of the history is unchanged."
         return done
-    if outcome["status"] == "noop":
-        if outcome.get("reason") in ("busy", "running"):
+    if outcome["status"] == SKIPPED:
+        if outcome.get("reason") in ("busy", RUNNING):
             return "Another compaction pass of this chat is still running; try again in a moment."
         return "Nothing to compact: the history is already as small as it can be."
     why = failure_words(outcome["error_code"], outcome.get("reason"))

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from ..core.compaction import (
     FAILURE_COOLDOWN_SECONDS,
@@ -31,6 +31,7 @@ from ..core.compaction import (
 )
 from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
+from ..core.vocabulary import COMPACTION_OUTCOMES, COMPLETED, FAILED, RUNNING, SKIPPED, CompactionOutcome
 from ..providers import ProviderClient, ProviderError, make_client
 from ..storage import Database, Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow, MessageRow
@@ -58,14 +59,14 @@ DEFAULT_SYNC_WAIT_SECONDS = 20.0
 REJECTED = {
     "empty": "COMPACTION_SUMMARY_EMPTY",
     "truncated": "COMPACTION_SUMMARY_TRUNCATED",
-    "not_smaller": "COMPACTION_SUMMARY_NOT_SMALLER",
+    "not-smaller": "COMPACTION_SUMMARY_NOT_SMALLER",
     "unfaithful": "COMPACTION_SUMMARY_UNFAITHFUL",
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    status: str  # ok | noop | error
+    status: CompactionOutcome
     summary: str | None = None
     message_count: int = 0
     log_id: str | None = None
@@ -192,7 +193,7 @@ class Compactor:
         action, _target = await self.decision(chat_id, "before_send")
         if action == "background":  # after_turn queues the run once this turn is stored, not before it
             return Outcome(
-                "noop",
+                SKIPPED,
                 reason=OVER_SYNC_REACH,
                 diagnostic="compaction: the history is more than twice the context window, so it is compacted "
                 "in the background; this turn is fitted by shifting",
@@ -222,7 +223,7 @@ class Compactor:
             except CompactionUnavailable:
                 if trigger == "manual":
                     raise
-                return Outcome("noop", reason="model_unavailable")
+                return Outcome(SKIPPED, reason="model-unavailable")
             chat_model, _ = await resolve_model(repos, bot, chat)
             failed_at = chat.compaction_failed_at
             if (
@@ -230,11 +231,11 @@ class Compactor:
                 and failed_at is not None
                 and cooldown_active(failed_at.timestamp(), utcnow().timestamp(), self.cooldown)
             ):
-                return Outcome("noop", reason="cooldown")
+                return Outcome(SKIPPED, reason="cooldown")
             acquired = await repos.compaction.acquire_lease(chat_id, self.owner, self.lease)
         if not acquired:
             if trigger == "background":
-                return Outcome("noop", reason="running")
+                return Outcome(SKIPPED, reason=RUNNING)
             return await self._wait_for_running(chat_id)
         try:
             chat_window = window_of(bot, chat_model.context_window if chat_model else None)
@@ -256,14 +257,14 @@ class Compactor:
             if time.monotonic() >= deadline:
                 log.info("chat %s: a compaction pass still runs after %.0f s; not waiting", chat_id, self.sync_wait)
                 return Outcome(
-                    "noop",
+                    SKIPPED,
                     reason="busy",
                     diagnostic=f"compaction: another pass of this chat was still running after {self.sync_wait:g} s; "
                     "this turn is fitted by shifting alone",
                 )
             await asyncio.sleep(self.wait_poll)
         if last is None:
-            return Outcome("noop", reason="running")
+            return Outcome(SKIPPED, reason=RUNNING)
         return _outcome_of(last)
 
     async def _passes(
@@ -316,7 +317,7 @@ class Compactor:
             summary_text, folded = result.summary, folded + result.folded
         committed = passes - failed
         # A run that committed some passes succeeded (the log keeps the later pass's error code beside it).
-        status = "ok" if committed else ("error" if error_code else "noop")
+        status: CompactionOutcome = COMPLETED if committed else (FAILED if error_code else SKIPPED)
         async with self.db.session() as session:
             repos = Repositories(session)
             await repos.compaction.finish_log(
@@ -450,7 +451,7 @@ async def _oldest(
 
 
 def _outcome_of(row: CompactionLogRow) -> Outcome:
-    status = row.status if row.status in ("ok", "noop", "error") else "noop"
+    status = cast(CompactionOutcome, row.status) if row.status in COMPACTION_OUTCOMES else SKIPPED
     failed = 1 if row.error_code else 0  # a run stops at its first failed pass
     return Outcome(
         status,

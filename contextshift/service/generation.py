@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from ..core.errors import ContextShiftError, TokenBudgetExceeded
+from ..core.vocabulary import FAILED
 from ..pipeline import PipelineResult
 from ..providers import (
     ProviderError,
@@ -301,7 +302,7 @@ class Generations:
             async with self.db.session() as session:
                 repos = Repositories(session)
                 await repos.audits.prepare(chat_id, generation_id, payload)
-                await repos.audits.finish(chat_id, generation_id, "failed", error_code=budget_error.code)
+                await repos.audits.finish(chat_id, generation_id, FAILED, error_code=budget_error.code)
             raise budget_error
         return generation_id, turn, result, input_id
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from ..core.vocabulary import FAILED, PREPARED
 from ..pipeline import payload_tokens
 from ..providers import ChatResult
 from ..storage import Database, Repositories
@@ -101,7 +102,7 @@ class EndpointAudits:
                     excluded_count=excluded,
                     ttl=self.audit_ttl,
                 )
-                if row.status != "prepared":
+                if row.status != PREPARED:
                     await repos.proxy_audits.finish(
                         generation_id, row.status, error_code=row.error_code, usage=row.usage
                     )
@@ -192,7 +193,7 @@ class EndpointAudits:
                     excluded_count=0,
                     ttl=self.audit_ttl,
                 )
-                await repos.proxy_audits.finish(prepared.audit_id, "failed", error_code=failure.code)
+                await repos.proxy_audits.finish(prepared.audit_id, FAILED, error_code=failure.code)
 
     async def finish(
         self, prepared: Prepared, status: str, *, code: str | None = None, reply: ChatResult | None = None

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import anyio
 
 from ..core.errors import TokenBudgetExceeded
+from ..core.vocabulary import CANCELLED, COMPLETED, FAILED
 from ..providers import ChatRequest, ChatResult, ProviderClient, ProviderError
 from ..providers.http import request_sent
 from ..storage import Database, Repositories
@@ -86,7 +87,7 @@ class Forwarding:
                 budget_error.protected_tokens,
                 reported_tokens=error.reported_tokens,
             )
-            await self.audits.finish(prepared, "failed", code=too_long.code)
+            await self.audits.finish(prepared, FAILED, code=too_long.code)
             raise too_long from None
         await self._replace_audit()
         return True
@@ -122,15 +123,15 @@ class Forwarding:
     async def completed(self, reply: ChatResult | None) -> None:
         if self.finish_later:
             await self.audits.recorded(self.prepared)  # the audit the reply names is written before it goes back
-            self.audits.finish_later(self.prepared, "completed", reply=reply)
+            self.audits.finish_later(self.prepared, COMPLETED, reply=reply)
         else:
-            await self.audits.finish(self.prepared, "completed", reply=reply)
+            await self.audits.finish(self.prepared, COMPLETED, reply=reply)
 
     async def failed(self, error: ProviderError) -> None:
-        await self.audits.finish(self.prepared, "failed", code=error.code)
+        await self.audits.finish(self.prepared, FAILED, code=error.code)
 
     async def cancelled(self) -> None:
-        await self.audits.finish(self.prepared, "cancelled", code="GENERATION_CANCELLED")
+        await self.audits.finish(self.prepared, CANCELLED, code="GENERATION_CANCELLED")
 
 
 __all__ = ["Forwarding"]

@@ -26,6 +26,7 @@ from typing import Any
 from ..core.calibration import CalibratedProfile
 from ..core.errors import TokenBudgetExceeded
 from ..core.tokens import TokenizerProfile
+from ..core.vocabulary import FAILED
 from ..pipeline import PipelineResult, PromptBudgetExceeded, payload_tokens, run_pipeline
 from ..providers import PROVIDER_CONTEXT_LENGTH, ChatRequest, ProviderClient, ProviderError
 from ..storage import Database, Repositories
@@ -177,9 +178,9 @@ class ContextRetry:
                 await Repositories(session).audits.finish(
                     self.chat_id,
                     self.generation_id,
-                    "failed",
+                    FAILED,
                     error_code=failure.code,
-                    payload_updates=self.updates("failed"),
+                    payload_updates=self.updates(FAILED),
                 )
             raise failure from None
         turn.request = request

@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from ..core.vocabulary import INTERRUPTED as INTERRUPTED
 from ..providers import ChatResult
 from ..storage import Database, Repositories
 from ..storage.tables import MessageRow
@@ -48,9 +49,9 @@ REPLY_TO = "reply_to"
 PARTIAL = "partial"
 PARTIAL_REASON = "partial_reason"
 FAILED = FAILED_KEY
-#: ``partial_reason`` (and ``finish_reason``) of a reply stored while it streamed: what it says if the process
-#: dies before the turn ends (:mod:`.checkpoints`); and the ``meta.failed`` code of an input whose turn died so.
-INTERRUPTED = "interrupted"
+#: :data:`INTERRUPTED` is the ``partial_reason`` (and ``finish_reason``) of a reply stored while it streamed: what
+#: it says if the process dies before the turn ends (:mod:`.checkpoints`); this is the ``meta.failed`` code of an
+#: input whose turn died so.
 INTERRUPTED_CODE = "GENERATION_INTERRUPTED"
 #: The meta key of a reply contextshift stopped at its size cap (``reply_too_large``; ``finish_reason`` is
 #: ``length``): the text that came before the cap is the reply.
@@ -105,7 +106,7 @@ def reply_message(meta: dict[str, Any], reply: ChatResult) -> dict[str, Any]:
 
 
 def partial_message(meta: dict[str, Any], text: str, reason: str, error_code: str | None) -> dict[str, Any]:
-    marks: dict[str, Any] = {PARTIAL: True, PARTIAL_REASON: reason, "finish_reason": "interrupted"}
+    marks: dict[str, Any] = {PARTIAL: True, PARTIAL_REASON: reason, "finish_reason": INTERRUPTED}
     if error_code is not None:
         marks["error_code"] = error_code
     return {"role": "assistant", "content": text, "meta": {**meta, **marks}}

@@ -61,7 +61,7 @@ async def chat_status(
         if not bot.compaction_enabled:
             reason = "disabled"
         elif window is None:
-            reason = "window_unknown"
+            reason = "window-unknown"
         else:
             try:
                 await resolve(repos, bot, rules.provider_hosts)

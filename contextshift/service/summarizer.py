@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..core.vocabulary import COMPACTION_UNAVAILABLE_REASONS
 from ..providers import enforces_output_limit
 from ..storage import Repositories
 from ..storage.tables import BotRow, ModelRow, ProviderRow
@@ -18,24 +19,18 @@ from .errors import Refusal, ServiceError, not_found
 from .provider_hosts import provider_url_allowed
 
 MODEL_UNAVAILABLE = "compaction.model_unavailable"
-REASONS = (
-    "not_configured",
-    "not_chat_model",
-    "model_disabled",
-    "provider_disabled",
-    "output_limit_unsupported",
-    "window_unknown",
-)
+#: Every reason ``compaction.model_unavailable`` can give (``core/vocabulary.py``'s).
+REASONS = COMPACTION_UNAVAILABLE_REASONS
 EXPLANATIONS = {
-    "not_configured": "the bot has no chat model and no compaction model",
-    "not_chat_model": "the compaction model is not a chat model",
-    "model_disabled": "the compaction model is disabled",
-    "provider_disabled": "the compaction model's provider is disabled",
-    "provider_host_not_allowed": "the compaction model's provider points at a host CONTEXTSHIFT_PROVIDER_HOSTS "
+    "not-configured": "the bot has no chat model and no compaction model",
+    "not-chat-model": "the compaction model is not a chat model",
+    "model-disabled": "the compaction model is disabled",
+    "provider-disabled": "the compaction model's provider is disabled",
+    "provider-host-not-allowed": "the compaction model's provider points at a host CONTEXTSHIFT_PROVIDER_HOSTS "
     "does not allow",
-    "output_limit_unsupported": "the model's provider does not enforce output token limits (openai-codex); "
+    "output-limit-unsupported": "the model's provider does not enforce output token limits (openai-codex); "
     "choose a compaction model",
-    "window_unknown": "the model does not declare its context window",
+    "window-unknown": "the model does not declare its context window",
 }
 
 
@@ -66,17 +61,17 @@ def problem_with(model: ModelRow, provider: ProviderRow | None, provider_hosts: 
     """The reason ``model`` cannot summarize (its provider at none of ``provider_hosts``, the setting's, when it
     names any), or None when it can."""
     if model.type != "chat":
-        return "not_chat_model"
+        return "not-chat-model"
     if not model.enabled:
-        return "model_disabled"
+        return "model-disabled"
     if provider is None or not provider.enabled:
-        return "provider_disabled"
+        return "provider-disabled"
     if not provider_url_allowed(provider.base_url, provider_hosts):
-        return "provider_host_not_allowed"
+        return "provider-host-not-allowed"
     if not enforces_output_limit(provider.kind):
-        return "output_limit_unsupported"
+        return "output-limit-unsupported"
     if not model.context_window:
-        return "window_unknown"
+        return "window-unknown"
     return None
 
 
@@ -86,7 +81,7 @@ async def resolve(repos: Repositories, bot: BotRow, provider_hosts: Sequence[str
     model_id = bot.compaction_model_id or bot.chat_model_id
     model = await repos.models.get(model_id) if model_id else None
     if model is None:
-        raise CompactionUnavailable("not_configured")
+        raise CompactionUnavailable("not-configured")
     provider = await repos.providers.get(model.provider_id)
     problem = problem_with(model, provider, provider_hosts)
     if problem is not None:

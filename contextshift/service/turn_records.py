@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.tokens import TokenizerProfile
+from ..core.vocabulary import CANCELLED, COMPLETED, PREPARED, PROVIDER_ERROR
+from ..core.vocabulary import FAILED as FAILED_STATUS
 from ..pipeline import PipelineResult
 from ..providers import ChatResult, ProviderError
 from ..storage import Database, Repositories
@@ -107,7 +109,7 @@ class TurnRecords:
         async def write(repos: Repositories) -> MessageRow:
             row = await self.keep_reply(repos, chat_id, generation_id, message)
             updates = {**(audit_updates or {}), "reply_message_id": row.id}
-            await repos.audits.finish(chat_id, generation_id, "completed", usage=usage, payload_updates=updates)
+            await repos.audits.finish(chat_id, generation_id, COMPLETED, usage=usage, payload_updates=updates)
             await repos.compaction.add_usage(
                 chat_id,
                 input_tokens=usage["input_tokens"] if usage else 0,
@@ -131,14 +133,14 @@ class TurnRecords:
     ) -> MessageRow:
         """What was streamed before the provider failed (``error``) or the user stopped (None), kept."""
         await self.stop_checkpoints(generation_id)
-        reason = "provider_error" if error is not None else "cancelled"
+        reason = PROVIDER_ERROR if error is not None else CANCELLED
         code = error.code if error is not None else None
-        meta = reply_meta(generation_id, self.input_id(generation_id), "interrupted", None, result)
+        meta = reply_meta(generation_id, self.input_id(generation_id), INTERRUPTED, None, result)
         message = partial_message(meta, text, reason, code)
 
         async def write(repos: Repositories) -> MessageRow:
             row = await self.keep_reply(repos, chat_id, generation_id, message)
-            status = "failed" if error is not None else "cancelled"
+            status = FAILED_STATUS if error is not None else CANCELLED
             updates = {**(audit_updates or {}), "reply_message_id": row.id}
             await repos.audits.finish(
                 chat_id, generation_id, status, error_code=code or "GENERATION_CANCELLED", payload_updates=updates
@@ -228,7 +230,7 @@ class TurnRecords:
         audit = await repos.audits.get(chat_id)
         if audit is None or (audit.payload or {}).get("input_message_id") != newest[0].id:
             return
-        if audit.status == "prepared" or audit.error_code == INTERRUPTED_CODE:  # we hold the turn: it is dead
+        if audit.status == PREPARED or audit.error_code == INTERRUPTED_CODE:  # we hold the turn: it is dead
             await repos.messages.patch(chat_id, newest[0].id, {"meta": {FAILED: {"code": INTERRUPTED_CODE}}})
 
     async def finish_failed(
@@ -242,7 +244,7 @@ class TurnRecords:
     ) -> None:
         """End the audit as failed (or cancelled) and keep the input, marked ``meta.failed`` (N5); a redo
         leaves its reply as it was and records the error on it (``meta.error``)."""
-        status = "cancelled" if cancelled else "failed"
+        status = CANCELLED if cancelled else FAILED_STATUS
         error_code = "GENERATION_CANCELLED" if cancelled else code
         input_id = self.input_id(generation_id)
         redo = self.redo(generation_id)

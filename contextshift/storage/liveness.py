@@ -6,7 +6,7 @@ the instance stops beating. Whichever instance beats next after that (every inst
 and once on start) finds the dead one and cleans up after it, in one transaction:
 
 - its prepared audits are closed as ``failed`` / ``GENERATION_INTERRUPTED`` (A3);
-- its running compaction logs are closed as ``error`` / ``COMPACTION_INTERRUPTED`` (C12);
+- its running compaction logs are closed as ``failed`` / ``COMPACTION_INTERRUPTED`` (C12);
 - its chats' compaction leases are released, and its running jobs go back to ``queued`` (V8);
 - its running job attempts are closed as ``interrupted`` / ``JOB_INTERRUPTED``;
 - its row is deleted.
@@ -35,6 +35,7 @@ from sqlalchemy import ColumnElement, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
 
+from ..core.vocabulary import FAILED, INTERRUPTED, PREPARED, QUEUED, RUNNING
 from .repositories._common import execute_rowcount
 from .repositories.audits import GENERATION_INTERRUPTED
 from .repositories.jobs import queued_sibling
@@ -128,7 +129,7 @@ class InstanceRepository:
         )
         await self.session.execute(
             update(JobRow)
-            .where(JobRow.instance_id == instance_id, JobRow.status == "running")
+            .where(JobRow.instance_id == instance_id, JobRow.status == RUNNING)
             .values(lease_until=now + expiry, updated_at=JobRow.updated_at)
             .execution_options(synchronize_session=False)
         )
@@ -153,17 +154,17 @@ class InstanceRepository:
         orphans = _Orphans(self.session, live, now, on_start=on_start, ownerless_age=ownerless_age)
         audits = await orphans.close(
             AuditRow,
-            "prepared",
+            PREPARED,
             AuditRow.created_at,
-            status="failed",
+            status=FAILED,
             error_code=GENERATION_INTERRUPTED,
             finished_at=now,
         )
         logs = await orphans.close(
             CompactionLogRow,
-            "running",
+            RUNNING,
             CompactionLogRow.started_at,
-            status="error",
+            status=FAILED,
             error_code=COMPACTION_INTERRUPTED,
             completed_at=now,
         )
@@ -179,9 +180,9 @@ class InstanceRepository:
         jobs = await self._requeue_jobs(orphans)
         attempts = await orphans.close(
             JobAttemptRow,
-            "running",
+            RUNNING,
             JobAttemptRow.started_at,
-            status="interrupted",
+            status=INTERRUPTED,
             error_code=JOB_INTERRUPTED,
             error="The instance running this attempt stopped before it ended.",
             finished_at=now,
@@ -214,12 +215,12 @@ class InstanceRepository:
         superseded = await execute_rowcount(
             self.session,
             update(JobRow)
-            .where(JobRow.status == "running", orphans.owned(JobRow.instance_id, JobRow.updated_at), queued_sibling())
-            .values(status="failed", lease_until=None, instance_id=None, finished_at=now)
+            .where(JobRow.status == RUNNING, orphans.owned(JobRow.instance_id, JobRow.updated_at), queued_sibling())
+            .values(status=FAILED, lease_until=None, instance_id=None, finished_at=now)
             .execution_options(synchronize_session=False),
         )
         return superseded + await orphans.close(
-            JobRow, "running", JobRow.updated_at, status="queued", run_after=now, lease_until=None, instance_id=None
+            JobRow, RUNNING, JobRow.updated_at, status=QUEUED, run_after=now, lease_until=None, instance_id=None
         )
 
     async def live(self, expiry: timedelta) -> list[InstanceRow]:

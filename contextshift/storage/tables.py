@@ -26,14 +26,23 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedColumn, mapped_column, relationship
 
-from ..core.vocabulary import PROVIDER_KINDS
+from ..core.vocabulary import (
+    ATTEMPT_STATUSES,
+    AUDIT_STATUSES,
+    COMPACTION_STATUSES,
+    COMPACTION_TRIGGERS,
+    JOB_STATUSES,
+    PREPARED,
+    PROVIDER_KINDS,
+    QUEUED,
+    RUNNING,
+)
 from .secret_key import EncryptedText
 from .types import UTCDateTime, json_type, new_id, utcnow
 
 MODEL_TYPES = ("chat", "embedding", "image")
 CHAT_TYPES = ("chat", "discuss", "pipeline")
 ENTRY_POSITIONS = ("before", "after", "depth")
-AUDIT_STATUSES = ("prepared", "completed", "failed", "cancelled")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -310,7 +319,7 @@ class AuditRow(Base):
 
     chat_id: Mapped[str] = mapped_column(ID, ForeignKey("chats.id", ondelete="CASCADE"), primary_key=True)
     generation_id: Mapped[str] = mapped_column(String(64), nullable=False, index=True)
-    status: Mapped[str] = mapped_column(String(16), nullable=False, default="prepared")
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default=PREPARED)
     error_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSONOrNull, nullable=True)
@@ -333,7 +342,7 @@ class ProxyAuditRow(Base):
     #: Who made the call: only they may read the audit.
     user_id: Mapped[str] = mapped_column(ID, ForeignKey("users.id", ondelete="CASCADE"), nullable=False)
     model: Mapped[str] = mapped_column(String(200), nullable=False)
-    status: Mapped[str] = mapped_column(String(16), nullable=False, default="prepared")
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default=PREPARED)
     error_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
     excluded_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     payload: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
@@ -365,11 +374,6 @@ __all__ = [
 ]
 
 
-COMPACTION_STATUSES = ("running", "ok", "error", "noop")
-COMPACTION_TRIGGERS = ("background", "sync", "manual")
-JOB_STATUSES = ("queued", "running", "succeeded", "failed")
-#: An attempt's ``interrupted``: its instance died during it (N5).
-ATTEMPT_STATUSES = ("running", "ok", "error", "interrupted")
 INSTANCE_ROLES = ("api", "api+jobs", "worker")
 #: On PostgreSQL the job engine's own tables (procrastinate's schema, applied by migration 0015) start with this.
 ENGINE_TABLE_PREFIX = "procrastinate_"
@@ -438,15 +442,15 @@ class JobRow(Base):
             "uq_jobs_lock_queued",
             "lock",
             unique=True,
-            sqlite_where=text("status = 'queued'"),
-            postgresql_where=text("status = 'queued'"),
+            sqlite_where=text(f"status = '{QUEUED}'"),
+            postgresql_where=text(f"status = '{QUEUED}'"),
         ),
         Index(
             "uq_jobs_lock_running",
             "lock",
             unique=True,
-            sqlite_where=text("status = 'running'"),
-            postgresql_where=text("status = 'running'"),
+            sqlite_where=text(f"status = '{RUNNING}'"),
+            postgresql_where=text(f"status = '{RUNNING}'"),
         ),
     )
 
@@ -454,7 +458,7 @@ class JobRow(Base):
     task: Mapped[str] = mapped_column(String(64), nullable=False)
     args: Mapped[dict[str, Any]] = mapped_column(JSONValue, nullable=False, default=dict)
     lock: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    status: Mapped[str] = mapped_column(String(16), nullable=False, default="queued")
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default=QUEUED)
     #: Attempts started so far (the first run is attempt 1).
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0, server_default="0")
     #: Not before this time (a retry's backoff).
@@ -485,7 +489,7 @@ class JobAttemptRow(Base):
     job_id: Mapped[str] = mapped_column(String(32), nullable=False)
     task: Mapped[str] = mapped_column(String(64), nullable=False)
     attempt: Mapped[int] = mapped_column(Integer, nullable=False)
-    status: Mapped[str] = mapped_column(String(16), nullable=False, default="running")
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default=RUNNING)
     error_code: Mapped[str | None] = mapped_column(String(128), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: N5: the instance running the attempt; a dead instance's running attempt is closed as interrupted.

@@ -237,7 +237,7 @@ async def test_compaction_with_a_dense_summarizer_shrinks_the_pass_instead_of_fa
     response = await service.http.post(f"/api/v2/chats/{ids['chat']}/compact")
     assert response.status_code == 200, response.text
     outcome = response.json()
-    assert outcome["status"] == "ok" and outcome["error_code"] is None and outcome["message_count"] > 0
+    assert outcome["status"] == "completed" and outcome["error_code"] is None and outcome["message_count"] > 0
     sent = [r for r in service.fake.requests if r.json.get("model") == "dense-summarizer"]
     assert sent[0].over_limit and not any(r.over_limit for r in sent[1:])
     calibration = (await model_view(service, dense["model"]["id"]))["calibration"]

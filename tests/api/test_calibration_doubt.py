@@ -55,5 +55,5 @@ async def test_a_chat_turns_lying_report_leaves_the_factor_and_the_audit_says_so
     assert answered.status_code == 200, answered.text
     audit = (await service.http.get(f"/api/v2/chats/{ids['chat']}/context-audit")).json()["audit"]
     assert audit["status"] == "completed" and audit["usage"]["input_tokens"] == 100
-    assert any("suspected truncation (report_far_below_count)" in d for d in audit["diagnostics"])
+    assert any("suspected truncation (report-far-below-count)" in d for d in audit["diagnostics"])
     assert (await calibration_of(service, ids["model"]))["calls"] == 0

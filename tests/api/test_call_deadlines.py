@@ -72,7 +72,7 @@ async def call(
         return response.status_code, response.json()["error"]["type"], response.json()
     response = await service.http.post(f"/api/v2/chats/{ids['chat']}/compact")
     outcome = response.json()
-    assert outcome["status"] == "error" and outcome["message_count"] == 0
+    assert outcome["status"] == "failed" and outcome["message_count"] == 0
     assert (await logs(service, ids["chat"]))[0]["error_code"] == outcome["error_code"]
     return response.status_code, outcome["error_code"], outcome
 

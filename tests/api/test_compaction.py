@@ -76,9 +76,9 @@ async def test_the_picker_lists_only_models_that_can_summarize(service: Service)
     refused = await service.http.patch(f"/api/v2/bots/{ids['bot']}", json={"compaction_model_id": codex_model["id"]})
     assert refused.status_code == 422
     assert refused.json()["error"]["code"] == "compaction.model_unavailable"
-    assert refused.json()["error"]["params"]["reason"] == "output_limit_unsupported"
+    assert refused.json()["error"]["params"]["reason"] == "output-limit-unsupported"
     window = await service.http.patch(f"/api/v2/bots/{ids['bot']}", json={"compaction_model_id": no_window["id"]})
-    assert window.json()["error"]["params"]["reason"] == "window_unknown"
+    assert window.json()["error"]["params"]["reason"] == "window-unknown"
     chosen = await service.http.patch(f"/api/v2/bots/{ids['bot']}", json={"compaction_model_id": ids["model"]})
     assert chosen.json()["bot"]["compaction_model_id"] == ids["model"]
     reset = await service.http.patch(f"/api/v2/bots/{ids['bot']}", json={"compaction_model_id": None})
@@ -88,11 +88,11 @@ async def test_the_picker_lists_only_models_that_can_summarize(service: Service)
 async def test_a_codex_chat_model_without_a_compaction_model_does_not_compact_and_says_why(service: Service) -> None:
     ids = await service.setup_chat(kind="openai-codex")
     status = (await service.http.get(f"/api/v2/chats/{ids['chat']}/status")).json()["status"]
-    assert status["automatic"] == {"active": False, "reason": "output_limit_unsupported"}
+    assert status["automatic"] == {"active": False, "reason": "output-limit-unsupported"}
     error = (await compact(service, ids["chat"], expect=422))["error"]
-    assert error["code"] == "compaction.model_unavailable" and error["params"]["reason"] == "output_limit_unsupported"
+    assert error["code"] == "compaction.model_unavailable" and error["params"]["reason"] == "output-limit-unsupported"
     answer = await service.post(f"/api/v2/chats/{ids['chat']}/generate", {"content": "/compact", "stream": False}, 200)
-    assert "output_limit_unsupported" in answer["message"]["content"]
+    assert "output-limit-unsupported" in answer["message"]["content"]
     assert service.fake.requests == []
 
 
@@ -103,7 +103,7 @@ async def test_compact_now_folds_old_history_into_a_stored_summary(service: Serv
     raw = await fill(service, chat, 12)
     service.fake.script(Reply(SUMMARY, output_tokens=20))
     outcome = await compact(service, chat)
-    assert outcome["status"] == "ok" and outcome["summary"].endswith(SUMMARY)
+    assert outcome["status"] == "completed" and outcome["summary"].endswith(SUMMARY)
     assert 0 < outcome["message_count"] < len(raw)
     assert is_summarizer(service.fake.last) and service.fake.last.json["max_tokens"] == 400
     stored = await messages(service, chat)
@@ -122,7 +122,7 @@ async def test_compact_now_folds_old_history_into_a_stored_summary(service: Serv
     assert set(listed) == set(covered)  # the records the summary stands for, each marked summarized
     assert all(not e["included"] and e["reason"] == "summarized" for e in listed.values())
     entry = (await logs(service, chat))[0]
-    assert entry["status"] == "ok" and entry["trigger"] == "manual" and entry["message_count"] == len(covered)
+    assert entry["status"] == "completed" and entry["trigger"] == "manual" and entry["message_count"] == len(covered)
     assert entry["model"] == "gpt-4o" and entry["output_tokens"] == 20 and entry["id"] == outcome["log_id"]
 
 
@@ -140,7 +140,7 @@ async def test_a_bad_summary_or_a_provider_error_changes_nothing(service: Servic
     raw = await fill(service, ids["chat"], 12)
     service.fake.script(reply, reply)
     outcome = await compact(service, ids["chat"])
-    assert outcome["status"] == "error" and outcome["error_code"] == code and outcome["message_count"] == 0
+    assert outcome["status"] == "failed" and outcome["error_code"] == code and outcome["message_count"] == 0
     stored = await messages(service, ids["chat"])
     assert [m["id"] for m in stored] == raw and not any(m["summarized_by"] for m in stored)
     assert (await service.http.get(f"/api/v2/chats/{ids['chat']}/summaries")).json()["summaries"] == []
@@ -151,13 +151,13 @@ async def test_a_failure_arms_the_cooldown_and_compact_bypasses_it(service: Serv
     ids = await service.setup_chat(context_window=4000)
     await fill(service, ids["chat"], 12)
     service.fake.script(Error(500), Error(500))
-    assert (await compact(service, ids["chat"]))["status"] == "error"
+    assert (await compact(service, ids["chat"]))["status"] == "failed"
     status = (await service.http.get(f"/api/v2/chats/{ids['chat']}/status")).json()["status"]
     assert status["automatic"] == {"active": False, "reason": "cooldown"}
     service.fake.script(Reply(SUMMARY))
-    assert (await compact(service, ids["chat"]))["status"] == "ok"
+    assert (await compact(service, ids["chat"]))["status"] == "completed"
     status = (await service.http.get(f"/api/v2/chats/{ids['chat']}/status")).json()["status"]
-    assert status["automatic"]["active"] is True and status["last_compaction"]["status"] == "ok"
+    assert status["automatic"]["active"] is True and status["last_compaction"]["status"] == "completed"
 
 
 async def test_a_session_at_75_percent_compacts_before_the_next_turn_is_sent(service: Service) -> None:
@@ -182,7 +182,7 @@ async def test_a_turn_over_half_the_window_schedules_a_background_pass(service: 
         if done:
             break
         await asyncio.sleep(0.05)
-    assert done[0]["trigger"] == "background" and done[0]["status"] == "ok"
+    assert done[0]["trigger"] == "background" and done[0]["status"] == "completed"
     assert not is_summarizer(service.fake.requests[0])  # the reply went first: nothing delayed it
 
 
@@ -202,7 +202,7 @@ async def test_a_history_over_twice_the_window_is_compacted_behind_the_turn_not_
         if done:
             break
         await asyncio.sleep(0.05)
-    assert done[0]["trigger"] == "background" and done[0]["status"] == "ok"
+    assert done[0]["trigger"] == "background" and done[0]["status"] == "completed"
 
 
 async def test_a_session_far_over_its_window_compacts_in_several_passes(service: Service) -> None:
@@ -210,7 +210,7 @@ async def test_a_session_far_over_its_window_compacts_in_several_passes(service:
     raw = await fill(service, ids["chat"], 60)  # ~4,000 tokens, more than three windows
     service.fake.script(*[Reply(f"Summary part {n}: the user counted words.") for n in range(20)])
     outcome = await compact(service, ids["chat"])
-    assert outcome["status"] == "ok"
+    assert outcome["status"] == "completed"
     entry = (await logs(service, ids["chat"]))[0]
     assert entry["passes"] > 1
     summarizer_calls = [r for r in service.fake.requests if is_summarizer(r)]
@@ -227,7 +227,7 @@ async def test_concurrent_compactions_of_one_chat_make_one_pass(service: Service
     await fill(service, ids["chat"], 12)
     service.fake.script(Reply(SUMMARY, delay=0.5), Reply("second summary should not be asked for"))
     first, second = await asyncio.gather(compact(service, ids["chat"]), compact(service, ids["chat"]))
-    assert first["status"] == second["status"] == "ok"
+    assert first["status"] == second["status"] == "completed"
     assert first["log_id"] == second["log_id"]
     assert len([r for r in service.fake.requests if is_summarizer(r)]) == 1
 
@@ -240,7 +240,7 @@ async def test_an_edit_during_a_pass_aborts_it(service: Service) -> None:
     await service.fake.await_for(lambda: len(service.fake.requests) == 1)
     await service.http.patch(f"/api/v2/chats/{ids['chat']}/messages/{raw[0]}", json={"pinned": True})
     outcome = await running
-    assert outcome["status"] == "error" and outcome["error_code"] == "COMPACTION_HISTORY_CHANGED"
+    assert outcome["status"] == "failed" and outcome["error_code"] == "COMPACTION_HISTORY_CHANGED"
     assert not any(m["summarized_by"] for m in await messages(service, ids["chat"]))
     status = (await service.http.get(f"/api/v2/chats/{ids['chat']}/status")).json()["status"]
     assert status["automatic"]["active"] is True  # history moving on arms no cooldown
@@ -269,9 +269,9 @@ async def test_logs_are_listed_newest_first_per_bot_and_paginated(service: Servi
     await compact(service, ids["chat"])
     await compact(service, ids["chat"])
     page = (await service.http.get(f"/api/v2/bots/{ids['bot']}/compaction/logs?limit=1")).json()
-    assert page["has_more"] is True and page["logs"][0]["status"] == "ok"
+    assert page["has_more"] is True and page["logs"][0]["status"] == "completed"
     older = (await service.http.get(f"/api/v2/bots/{ids['bot']}/compaction/logs?limit=1&offset=1")).json()
-    assert older["logs"][0]["status"] == "error" and older["has_more"] is False
+    assert older["logs"][0]["status"] == "failed" and older["has_more"] is False
 
 
 async def test_pending_background_work_is_picked_up_after_a_restart(service: Service) -> None:
@@ -298,4 +298,4 @@ async def test_pending_background_work_is_picked_up_after_a_restart(service: Ser
             if entries and entries[0]["status"] != "running":
                 break
             await asyncio.sleep(0.05)
-    assert entries[0]["trigger"] == "background" and entries[0]["status"] == "ok"
+    assert entries[0]["trigger"] == "background" and entries[0]["status"] == "completed"

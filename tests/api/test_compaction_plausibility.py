@@ -32,8 +32,8 @@ async def test_an_english_story_for_a_chinese_chat_is_rejected_and_history_stays
     made_up = "In the context of the video, the user's message was about something they saw with a friend."
     service.fake.script(Reply(made_up, input_tokens=900, output_tokens=19))
     outcome = await compact(service, ids["chat"])
-    assert outcome["status"] == "error" and outcome["error_code"] == "COMPACTION_SUMMARY_UNFAITHFUL"
-    assert outcome["reason"] == "other_script"
+    assert outcome["status"] == "failed" and outcome["error_code"] == "COMPACTION_SUMMARY_UNFAITHFUL"
+    assert outcome["reason"] == "other-script"
     assert (outcome["passes_committed"], outcome["passes_failed"]) == (0, 1)
     stored = await messages(service, ids["chat"])
     assert [m["id"] for m in stored] == raw and not any(m["summarized_by"] for m in stored)
@@ -50,13 +50,13 @@ async def test_a_compact_that_committed_a_pass_before_one_failed_is_ok_and_says_
         Reply("I'm sorry for any confusion, but I cannot help with that.", input_tokens=650, output_tokens=13),
     )
     outcome: dict[str, Any] = await compact(service, ids["chat"])
-    assert outcome["status"] == "ok" and outcome["message_count"] > 0
+    assert outcome["status"] == "completed" and outcome["message_count"] > 0
     assert (outcome["passes_committed"], outcome["passes_failed"]) == (1, 1)
     assert outcome["error_code"] == "COMPACTION_SUMMARY_UNFAITHFUL" and outcome["reason"] == "refusal"
     summaries = (await service.http.get(f"/api/v2/chats/{ids['chat']}/summaries")).json()["summaries"]
     assert len(summaries) == 1 and "counted words" in summaries[0]["content"]
     entry = (await logs(service, ids["chat"]))[0]
-    assert entry["status"] == "ok" and entry["passes"] == 2
+    assert entry["status"] == "completed" and entry["passes"] == 2
     assert (entry["input_tokens"], entry["output_tokens"]) == (1350, 23)
 
 

@@ -71,7 +71,7 @@ async def test_admins_see_the_queued_compaction_pass_a_turn_left(queueing: Servi
         "args": {"chat_id": chat_id},
         "errors": [],
     }
-    assert (await queueing.http.get("/api/v2/jobs", params={"status": "succeeded"})).json()["jobs"] == []
+    assert (await queueing.http.get("/api/v2/jobs", params={"status": "completed"})).json()["jobs"] == []
     logs = (await queueing.http.get(f"/api/v2/chats/{chat_id}/compaction/logs")).json()["logs"]
     assert logs == []  # nothing here runs it
 

@@ -115,7 +115,7 @@ async def test_a_streamed_continue_adds_its_text_once_and_a_cut_one_keeps_the_or
     await _streamed(service, ids["chat"], {"continue_of": answer["id"]})
     [_, cut] = await _messages(service, ids["chat"])
     assert cut["content"] == "First answer. And blue, too. Red and"
-    assert (cut["meta"]["partial"], cut["meta"]["partial_reason"]) == (True, "provider_error")
+    assert (cut["meta"]["partial"], cut["meta"]["partial_reason"]) == (True, "provider-error")
 
 
 @pytest.mark.parametrize("action", ["regenerate_of", "continue_of"])

@@ -79,7 +79,7 @@ async def test_a_stream_dropped_mid_reply_is_stored_as_partial_and_counts_as_his
     assert error["code"] == "PROVIDER_UNAVAILABLE"
     question, partial = await messages_of(service, ids["chat"])
     assert error["partial"]["id"] == partial["id"] and partial["content"] == "one two"
-    assert partial["meta"]["partial"] is True and partial["meta"]["partial_reason"] == "provider_error"
+    assert partial["meta"]["partial"] is True and partial["meta"]["partial_reason"] == "provider-error"
     assert partial["meta"]["error_code"] == "PROVIDER_UNAVAILABLE" and partial["reply_to"] == question["id"]
     audit = await audit_of(service, ids["chat"])
     assert audit["status"] == "failed" and audit["error_code"] == "PROVIDER_UNAVAILABLE"

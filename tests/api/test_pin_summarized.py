@@ -20,7 +20,7 @@ async def _summarized_chat(service: Service) -> tuple[dict[str, str], list[str]]
     ids = await service.setup_chat(context_window=4000)
     await fill(service, ids["chat"], 12)
     service.fake.script(Reply(SUMMARY, output_tokens=20))
-    assert (await compact(service, ids["chat"]))["status"] == "ok"
+    assert (await compact(service, ids["chat"]))["status"] == "completed"
     covered = [m["id"] for m in await messages(service, ids["chat"]) if m["summarized_by"]]
     assert len(covered) >= 3
     return ids, covered

@@ -137,7 +137,7 @@ async def _saved_provider_is_refused(service: Service, ids: dict[str, str]) -> N
     )
     assert endpoint.status_code == 400 and endpoint.json()["error"]["code"] == "provider_host_not_allowed"
     compact = await service.http.post(f"/api/v2/chats/{ids['chat']}/compact", json={})
-    assert compact.json()["error"]["params"]["reason"] == "provider_host_not_allowed"
+    assert compact.json()["error"]["params"]["reason"] == "provider-host-not-allowed"
     assert service.fake.requests == []  # nothing, and no key, went to the provider
 
 

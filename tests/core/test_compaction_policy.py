@@ -45,7 +45,7 @@ def test_before_sending_a_history_over_twice_the_window_is_compacted_in_the_back
     assert decide(16_000, 12_000, phase="before_send").action == "sync"
     assert decide(16_000, 32_000, phase="before_send").action == "sync"
     decision = decide(16_000, 32_001, phase="before_send")
-    assert (decision.action, decision.target_tokens, decision.reason) == ("background", 6_400, "over_sync_reach")
+    assert (decision.action, decision.target_tokens, decision.reason) == ("background", 6_400, "over-sync-reach")
     assert sync_reach(16_000) == 32_000 and sync_reach(W) == 400_000
 
 
@@ -65,7 +65,7 @@ def test_target_is_forty_percent_of_the_window() -> None:
 def test_legacy_threshold_90000_triggers_at_90000() -> None:
     decision = decide(W, 90_000, LEGACY_90K, phase="after_turn")
     assert decision.action == "background"
-    assert decision.reason == "legacy_threshold"
+    assert decision.reason == "legacy-threshold"
     assert decision.trigger_tokens == 90_000
     assert decide(W, 89_999, LEGACY_90K, phase="after_turn").action == "none"
 
@@ -90,7 +90,7 @@ def test_no_window_never_compacts_and_says_why(window: int | None, settings: Com
     for phase in ("after_turn", "before_send"):
         decision = decide(window, 10**9, settings, phase=phase)
         assert decision.action == "none"
-        assert decision.reason == "window_unknown"
+        assert decision.reason == "window-unknown"
         assert decision.target_tokens is None
     assert triggers(window) is None
 

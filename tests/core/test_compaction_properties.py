@@ -262,7 +262,7 @@ def check_selection(history: Sequence[Message], selection: Selection, budget: in
         try:
             prompt = build_prompt(selection.fold, budget_tokens=budget)
         except SummarizerInputTooLarge as error:
-            assert error.reason == "input_overflow"
+            assert error.reason == "input-overflow"
         else:
             assert prompt.user_tokens <= budget
     # covers list every folded raw id and every folded summary's covers, once each, in order
@@ -358,5 +358,5 @@ def test_a_rejected_summary_changes_nothing(
         assert reply is not None and reply.strip() and finish in ("stop", "end_turn")
         assert summary_tokens < selection.fold_tokens
     else:
-        assert after == history and verdict.reason in ("empty", "truncated", "not_smaller")
+        assert after == history and verdict.reason in ("empty", "truncated", "not-smaller")
     assert sorted(raw_view(after)) == sorted(raw_view(history))

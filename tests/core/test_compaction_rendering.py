@@ -259,7 +259,7 @@ def test_a_prompt_that_cannot_fit_fails_before_any_call() -> None:
     with pytest.raises(SummarizerInputTooLarge) as caught:
         build_prompt(messages, budget_tokens=30)
     assert caught.value.code == "COMPACTION_INPUT_TOO_LARGE"
-    assert caught.value.reason == "input_overflow"
+    assert caught.value.reason == "input-overflow"
 
 
 def test_a_prompt_within_budget_is_not_shrunk() -> None:

@@ -143,7 +143,7 @@ async def test_a_kill_during_a_compaction_pass_frees_the_chat_and_closes_the_log
 
         logs = await _until(log_closed)
         assert [(e["trigger"], e["status"], e["error_code"]) for e in logs] == [
-            ("manual", "error", "COMPACTION_INTERRUPTED")
+            ("manual", "failed", "COMPACTION_INTERRUPTED")
         ]
         after = await _messages(http, chat_id)
         assert [(m["id"], m["content"], m["summarized_by"]) for m in after] == [

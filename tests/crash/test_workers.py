@@ -86,7 +86,7 @@ async def _logs(http: httpx.AsyncClient, chat_id: str) -> list[dict[str, Any]]:
 async def _ended(http: httpx.AsyncClient, chat_id: str) -> list[dict[str, Any]] | None:
     """The chat's compaction logs once one is ``ok`` and none runs."""
     logs = await _logs(http, chat_id)
-    done = logs and all(e["status"] != "running" for e in logs) and any(e["status"] == "ok" for e in logs)
+    done = logs and all(e["status"] != "running" for e in logs) and any(e["status"] == "completed" for e in logs)
     return logs if done else None
 
 
@@ -147,8 +147,8 @@ async def test_turns_on_two_api_instances_queue_compaction_that_workers_run_once
             worker.start()
             logs_a = await _until(lambda: _ended(b, chat_a))  # read on the other instance
             logs_b = await _until(lambda: _ended(a, chat_b))
-            assert [(e["trigger"], e["status"]) for e in logs_a] == [("background", "ok")]
-            assert [(e["trigger"], e["status"]) for e in logs_b] == [("background", "ok")]
+            assert [(e["trigger"], e["status"]) for e in logs_a] == [("background", "completed")]
+            assert [(e["trigger"], e["status"]) for e in logs_b] == [("background", "completed")]
 
             async def workers() -> list[dict[str, Any]]:
                 return (await b.get("/healthz")).json()["workers"]  # type: ignore[no-any-return]
@@ -170,8 +170,8 @@ async def test_turns_on_two_api_instances_queue_compaction_that_workers_run_once
             successor.start()
             logs_c = await _until(lambda: _ended(b, chat_c))
             assert sorted((e["status"], e["error_code"]) for e in logs_c) == [
-                ("error", "COMPACTION_INTERRUPTED"),
-                ("ok", None),
+                ("completed", None),
+                ("failed", "COMPACTION_INTERRUPTED"),
             ]
             assert len(_summarizer_calls(fake_provider, "charlie")) == 2  # the killed pass and the one that ended
             folded = [m for m in await _messages(a, chat_c) if m["summarized_by"] is not None]
@@ -179,7 +179,7 @@ async def test_turns_on_two_api_instances_queue_compaction_that_workers_run_once
 
             left = _of_chat(await _jobs(a, "queued", "running", "failed"), chat_c)
             assert left == [], f"{left}\n{successor.text()}"
-            (job,) = _of_chat(await _jobs(a, "succeeded"), chat_c)
+            (job,) = _of_chat(await _jobs(a, "completed"), chat_c)
             interrupted, *busy = job["errors"]
             assert (interrupted["attempt"], interrupted["status"], interrupted["error_code"]) == (
                 1,
@@ -228,9 +228,9 @@ async def test_sigterm_lets_a_worker_finish_its_pass_and_then_it_stops(
             events = [line["event"] for line in worker.lines() if line.get("event")]
             assert events[events.index("worker_stopping") :] == ["worker_stopping", "job_ok", "worker_stopped"]
             logs = await _logs(http, chat_id)
-            assert [(e["trigger"], e["status"]) for e in logs] == [("background", "ok")]
+            assert [(e["trigger"], e["status"]) for e in logs] == [("background", "completed")]
             assert _of_chat(await _jobs(http, "queued", "running", "failed"), chat_id) == []
-            assert [j["attempts"] for j in _of_chat(await _jobs(http, "succeeded"), chat_id)] == [1]
+            assert [j["attempts"] for j in _of_chat(await _jobs(http, "completed"), chat_id)] == [1]
     finally:
         worker.stop()
         api.stop()

@@ -114,7 +114,7 @@ def test_pin_on_a_summarized_message_sends_it_raw_and_the_run_collapses(page: An
     ids = _chat(page, app, context_window=4000)
     raw = _fill(app, ids["chat"], 12)
     app.fake.script(Reply(SUMMARY, output_tokens=20))
-    assert app.api("POST", f"/chats/{ids['chat']}/compact", {}, 200)["status"] == "ok"
+    assert app.api("POST", f"/chats/{ids['chat']}/compact", {}, 200)["status"] == "completed"
     covered = [m["id"] for m in _messages(app, ids["chat"]) if m["summarized_by"]]
     page.goto(f"/#/chat/{ids['chat']}")
     toggle = page.get_by_role("button", name=f"Show {len(covered)} summarized messages")

@@ -86,7 +86,7 @@ def test_compaction_settings_compact_now_summary_and_log(page: Any, app: App) ->
         expect(summarized.first).to_contain_text("summarized")
         assert summarized.count() >= 2
         expect(status).to_contain_text("Last compaction")
-        expect(status.locator(".log-item")).to_contain_text("ok")
+        expect(status.locator(".log-item")).to_contain_text("completed")
         assert summarizer.requests and not [r for r in app.fake.requests if "chat/completions" in r.path]
         screenshot(page, "status-panel")
         page.locator(".summary-card").evaluate("el => el.scrollIntoView({block: 'center'})")
@@ -104,7 +104,7 @@ def test_compaction_settings_compact_now_summary_and_log(page: Any, app: App) ->
         log = page.locator(".log-row").first
         expect(log).to_contain_text("manual")
         expect(log).to_contain_text("gpt-4o-mini")
-        expect(log.locator(".badge").first).to_have_text("ok")
+        expect(log.locator(".badge").first).to_have_text("completed")
         detail = page.locator(".log-detail").first
         detail.locator("summary").click()
         expect(detail).to_contain_text("museum tickets still open")

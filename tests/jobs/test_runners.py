@@ -99,7 +99,7 @@ async def until(probe: Callable[[], Awaitable[Any]]) -> Any:
 
 async def ended(runner: JobRunner, task: str, count: int = 1) -> list[JobView]:
     async def probe() -> list[JobView] | None:
-        jobs = [j for j in (await runner.listing(["succeeded", "failed"], limit=50))[0] if j.task == task]
+        jobs = [j for j in (await runner.listing(["completed", "failed"], limit=50))[0] if j.task == task]
         return jobs if len(jobs) >= count else None
 
     found: list[JobView] = await until(probe)
@@ -118,9 +118,9 @@ async def test_a_failing_job_is_retried_up_to_its_limit_and_each_attempt_error_i
         (job,) = await ended(runner, "test.flaky")
     assert (job.status, job.attempts, work.runs) == ("failed", 3, {"test.flaky": 3})
     assert [(e.attempt, e.status, e.error_code, e.error) for e in job.errors] == [
-        (1, "error", "TEST_BROKEN", "Broken on attempt 1."),
-        (2, "error", "TEST_BROKEN", "Broken on attempt 2."),
-        (3, "error", "TEST_BROKEN", "Broken on attempt 3."),
+        (1, "failed", "TEST_BROKEN", "Broken on attempt 1."),
+        (2, "failed", "TEST_BROKEN", "Broken on attempt 2."),
+        (3, "failed", "TEST_BROKEN", "Broken on attempt 3."),
     ]
 
 
@@ -135,7 +135,7 @@ async def test_a_job_that_fails_once_succeeds_on_its_second_attempt(db: Database
     async with running(db, job_def) as runner:
         await runner.enqueue(job_def, {})
         (job,) = await ended(runner, "test.once")
-    assert (job.status, job.attempts) == ("succeeded", 2)
+    assert (job.status, job.attempts) == ("completed", 2)
     # an error that is not contextshift's own is named by its type: its text may quote a provider (N2)
     assert [(e.attempt, e.error_code, e.error) for e in job.errors] == [
         (1, "JOB_ERROR", "The job raised RuntimeError.")
@@ -176,7 +176,7 @@ async def test_one_job_of_a_lock_runs_and_at_most_one_more_waits(db: Database) -
         await until(lambda: _true(work.runs.get("c2") == 1))
         work.release.set()
         jobs = await ended(runner, "test.chat", 3)
-    assert sorted(j.status for j in jobs) == ["succeeded"] * 3
+    assert sorted(j.status for j in jobs) == ["completed"] * 3
     assert work.runs == {"c1": 2, "c2": 1}
     assert work.most_at_once == 2  # c1 and c2 at once; never the two of c1
 
@@ -199,9 +199,9 @@ async def test_a_failed_job_whose_copy_already_waits_ends_and_the_copy_runs(db: 
         jobs = await ended(runner, "test.superseded", 2)
         assert (await runner.listing(["queued", "running"], limit=10))[0] == []
     by_status = {j.status: j for j in jobs}
-    assert set(by_status) == {"failed", "succeeded"}
+    assert set(by_status) == {"failed", "completed"}
     assert (by_status["failed"].attempts, [e.error_code for e in by_status["failed"].errors]) == (1, ["TEST_BROKEN"])
-    assert (by_status["succeeded"].attempts, by_status["succeeded"].errors) == (1, [])
+    assert (by_status["completed"].attempts, by_status["completed"].errors) == (1, [])
     assert work.runs == {"c1": 2}
 
 
@@ -260,11 +260,11 @@ async def test_the_cleanup_jobs_delete_expired_audits_sessions_and_ended_job_rec
         for cleanup in (PROXY_AUDITS_CLEANUP, SESSIONS_CLEANUP):
             await runner.enqueue(cleanup, {})
             (job,) = await ended(runner, cleanup.name)
-            assert (job.status, job.attempts) == ("succeeded", 1)
+            assert (job.status, job.attempts) == ("completed", 1)
         await runner.enqueue(JOBS_CLEANUP, {})  # the retention is 0: every ended record goes
 
         async def only_the_cleanup_left() -> bool:
-            jobs = (await runner.listing(["succeeded", "failed"], limit=50))[0]
+            jobs = (await runner.listing(["completed", "failed"], limit=50))[0]
             return [j.task for j in jobs] == ["cleanup.jobs"]
 
         await until(only_the_cleanup_left)
@@ -323,10 +323,10 @@ async def test_the_embedded_runner_queues_its_periodic_jobs_when_it_starts(db: D
     await runner.start()
     try:
         jobs = await ended(runner, "cleanup.jobs")
-        names = {j.task for j in (await runner.listing(["succeeded"], limit=10))[0]}
+        names = {j.task for j in (await runner.listing(["completed"], limit=10))[0]}
     finally:
         await runner.stop()
-    assert jobs[0].status == "succeeded"
+    assert jobs[0].status == "completed"
     assert names == {"cleanup.proxy_audits", "cleanup.sessions", "cleanup.jobs"}
 
 
@@ -345,7 +345,7 @@ async def test_a_compaction_pass_waits_out_a_busy_chat_and_a_deleted_chat_needs_
     busy, deleted = jobs[seeded.chat_id], jobs[gone.chat_id]
     assert (busy.status, busy.attempts, busy.lock) == ("failed", 3, f"chat:{seeded.chat_id}")
     assert [e.error_code for e in busy.errors] == ["JOB_CHAT_BUSY"] * 3
-    assert (deleted.status, deleted.attempts, deleted.errors) == ("succeeded", 1, [])
+    assert (deleted.status, deleted.attempts, deleted.errors) == ("completed", 1, [])
 
 
 async def test_the_engine_keeps_an_ended_periodic_job_its_schedule_still_names(db: Database) -> None:
@@ -370,6 +370,6 @@ async def test_the_engine_keeps_an_ended_periodic_job_its_schedule_still_names(d
             )
         await runner.enqueue(JOBS_CLEANUP, {})
         (cleanup,) = await ended(runner, "cleanup.jobs")
-        kept = [j.task for j in (await runner.listing(["succeeded"], limit=10))[0]]
-    assert (cleanup.status, cleanup.errors) == ("succeeded", [])
+        kept = [j.task for j in (await runner.listing(["completed"], limit=10))[0]]
+    assert (cleanup.status, cleanup.errors) == ("completed", [])
     assert kept == ["cleanup.jobs", "test.periodic"]

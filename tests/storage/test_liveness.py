@@ -63,7 +63,7 @@ async def test_a_live_instance_closes_and_frees_what_a_dead_instance_left(db: Da
         audit = await repos.audits.get(seeded.chat_id)
         assert audit is not None and (audit.status, audit.error_code) == ("failed", "GENERATION_INTERRUPTED")
         entry = await repos.compaction.get_log(log_id)
-        assert entry is not None and (entry.status, entry.error_code) == ("error", COMPACTION_INTERRUPTED)
+        assert entry is not None and (entry.status, entry.error_code) == ("failed", COMPACTION_INTERRUPTED)
         assert entry.completed_at is not None
         assert not await repos.compaction.lease_busy(seeded.chat_id)
         assert await repos.compaction.acquire_lease(seeded.chat_id, db.instance_id, EXPIRY)

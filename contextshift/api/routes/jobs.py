@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 
-from ...core.vocabulary import JobStatus
+from ...core.vocabulary import FAILED, QUEUED, RUNNING, FailedAttemptStatus, JobStatus
 from ...jobs import JobView
 from ..auth import Admin
 from ..deps import Jobs
@@ -19,12 +19,12 @@ router = APIRouter(tags=["jobs"], responses=error_responses(400, 403, 422, 500))
 
 Limit = Annotated[int, Query(ge=1, le=200)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000)]
-DEFAULT_STATUSES: list[JobStatus] = ["queued", "running", "failed"]
+DEFAULT_STATUSES: list[JobStatus] = [QUEUED, RUNNING, FAILED]
 
 
 class JobAttemptOut(BaseModel):
     attempt: int = Field(description="1 for the first run")
-    status: Literal["error", "interrupted"] = Field(description="``interrupted``: its worker stopped during it")
+    status: FailedAttemptStatus = Field(description="``interrupted``: its worker stopped during it")
     error_code: str | None
     error: str | None = Field(description="contextshift's own message (never a provider's reply)")
     started_at: datetime

@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 #: Reason details of an unfaithful summary.
-OTHER_SCRIPT = "other_script"
-OTHER_LANGUAGE = "other_language"
-FEW_FACTS = "few_facts"
+OTHER_SCRIPT = "other-script"
+OTHER_LANGUAGE = "other-language"
+FEW_FACTS = "few-facts"
 REFUSAL = "refusal"
 
 
@@ -217,7 +217,7 @@ def latin_language(text: str, min_hits: int = 8) -> str | None:
 
 
 def script_problem(history: str, summary: str, settings: PlausibilitySettings = DEFAULT_SETTINGS) -> str | None:
-    """``other_script`` / ``other_language`` when the summary is clearly not in the history's writing."""
+    """``other-script`` / ``other-language`` when the summary is clearly not in the history's writing."""
     h_counts, h_total = script_shares(history)
     s_counts, s_total = script_shares(summary)
     if h_total < settings.min_letters or s_total < min(settings.min_letters, 12):

@@ -45,12 +45,12 @@ DEFAULT_RATIO = 0.5
 
 #: Reason codes of a decision.
 DISABLED = "disabled"
-WINDOW_UNKNOWN = "window_unknown"
-BELOW_TRIGGER = "below_trigger"
-BACKGROUND_TRIGGER = "background_trigger"  # automatic, after a turn, >= 50%
-SYNC_TRIGGER = "sync_trigger"  # before sending, >= 75%
-OVER_SYNC_REACH = "over_sync_reach"  # before sending, > 200%: too far over for passes before the turn
-LEGACY_THRESHOLD = "legacy_threshold"  # legacy, after a turn, >= threshold
+WINDOW_UNKNOWN = "window-unknown"
+BELOW_TRIGGER = "below-trigger"
+BACKGROUND_TRIGGER = "background-trigger"  # automatic, after a turn, >= 50%
+SYNC_TRIGGER = "sync-trigger"  # before sending, >= 75%
+OVER_SYNC_REACH = "over-sync-reach"  # before sending, > 200%: too far over for passes before the turn
+LEGACY_THRESHOLD = "legacy-threshold"  # legacy, after a turn, >= threshold
 
 
 @dataclass(frozen=True, slots=True)

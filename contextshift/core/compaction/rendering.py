@@ -41,8 +41,8 @@ INPUT_SHARE_PERCENT = 85
 #: Room left for the chat format's framing and the counting error of an estimate.
 FRAMING_TOKENS = 512
 
-WINDOW_TOO_SMALL = "window_too_small"
-INPUT_OVERFLOW = "input_overflow"
+WINDOW_TOO_SMALL = "window-too-small"
+INPUT_OVERFLOW = "input-overflow"
 
 SYSTEM_PROMPT = (
     "You condense the older part of a conversation into a summary that will take its place. The assistant "

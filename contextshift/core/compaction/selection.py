@@ -28,9 +28,9 @@ from .rendering import prompt_overhead_tokens, record_tokens, spans_workspaces
 
 #: Reason codes of a selection.
 SELECTED = "selected"  # the fold reaches the target
-BUDGET_LIMITED = "budget_limited"  # the fold is the oldest chunk that fits; later passes continue
-BELOW_TARGET = "below_target"  # compactable history is already at or below the target
-NOTHING_TO_FOLD = "nothing_to_fold"  # nothing with content may be folded (all raw history is current or kept)
+BUDGET_LIMITED = "budget-limited"  # the fold is the oldest chunk that fits; later passes continue
+BELOW_TARGET = "below-target"  # compactable history is already at or below the target
+NOTHING_TO_FOLD = "nothing-to-fold"  # nothing with content may be folded (all raw history is current or kept)
 
 
 @dataclass(frozen=True, slots=True)

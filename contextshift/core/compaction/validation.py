@@ -3,7 +3,7 @@
 A reply is rejected, with a stable reason, when it is empty (``empty``), when the model stopped for any
 reason but a natural stop (``truncated``; ``stop`` and ``end_turn`` are natural, anything else — ``length``,
 ``max_tokens``, a content filter, or no reason at all — is not), when the summary would cost at least as
-much as what it replaces (``not_smaller``), or when it is not plausibly a summary of that history
+much as what it replaces (``not-smaller``), or when it is not plausibly a summary of that history
 (``unfaithful``, with a ``detail`` from :mod:`.plausibility`: another script or language, almost none of its
 names and numbers kept, or a content-free refusal). Nothing is stored for a rejected reply; raw history stays.
 
@@ -31,7 +31,7 @@ NATURAL_STOPS: frozenset[str] = frozenset({"stop", "end_turn"})
 #: Reason codes of a rejected summary.
 EMPTY = "empty"
 TRUNCATED = "truncated"
-NOT_SMALLER = "not_smaller"
+NOT_SMALLER = "not-smaller"
 UNFAITHFUL = "unfaithful"
 
 _WRAPPERS = (("<summary>", "</summary>"), ("```", "```"))
@@ -41,7 +41,7 @@ _WRAPPERS = (("<summary>", "</summary>"), ("```", "```"))
 class Verdict:
     ok: bool
     reason: str | None = None  # None when ok; otherwise one of EMPTY, TRUNCATED, NOT_SMALLER, UNFAITHFUL
-    #: For ``unfaithful``: ``other_script``, ``other_language``, ``few_facts`` or ``refusal``.
+    #: For ``unfaithful``: ``other-script``, ``other-language``, ``few-facts`` or ``refusal``.
     detail: str | None = None
 
     def __bool__(self) -> bool:

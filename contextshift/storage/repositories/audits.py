@@ -16,13 +16,15 @@ from sqlalchemy import ColumnElement, exists, func, literal, select, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ...core.vocabulary import FAILED, FINISHED_AUDIT_STATUSES, PREPARED
 from ..errors import InvalidValue, NotFound
 from ..tables import AuditRow, ChatRow
 from ..types import utcnow
 from ._common import dialect_insert, execute_rowcount, json_object, text_value
 from .convert import check_json
 
-TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+#: The statuses an audit may end in (``core/vocabulary.py``'s, kept under this name for the endpoint's audits).
+TERMINAL_STATUSES = FINISHED_AUDIT_STATUSES
 GENERATION_FAILED = "GENERATION_FAILED"
 GENERATION_INTERRUPTED = "GENERATION_INTERRUPTED"
 
@@ -56,7 +58,7 @@ class AuditRepository:
         values: dict[str, Any] = {
             "chat_id": chat_id,
             "generation_id": generation_id,
-            "status": "prepared",
+            "status": PREPARED,
             "error_code": None,
             "payload": data,
             "usage": None,
@@ -90,7 +92,7 @@ class AuditRepository:
         if status not in TERMINAL_STATUSES:
             raise InvalidValue("status", f"must be one of {', '.join(TERMINAL_STATUSES)}")
         code = normalize_error_code(error_code) if error_code is not None else None
-        if status == "failed" and code is None:
+        if status == FAILED and code is None:
             code = GENERATION_FAILED
         values: dict[str, Any] = {"status": status, "error_code": code, "finished_at": utcnow()}
         if usage is not None:
@@ -103,7 +105,7 @@ class AuditRepository:
             .where(
                 AuditRow.chat_id == chat_id,
                 AuditRow.generation_id == generation_id,
-                AuditRow.status == "prepared",
+                AuditRow.status == PREPARED,
             )
             .values(**values)
             .execution_options(synchronize_session=False)

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ...core.vocabulary import RUNNING
 from ..tables import ChatRow, CompactionLogRow, MessageRow, SummaryRow
 from ..types import new_id, utcnow
 from ._common import execute_rowcount
@@ -194,7 +195,7 @@ class CompactionRepository:
             bot_id=bot_id,
             chat_id=chat_id,
             trigger=trigger,
-            status="running",
+            status=RUNNING,
             model=model,
             instance_id=self.session.info.get("instance_id"),  # N5: closed as interrupted if this instance dies
         )
@@ -230,7 +231,7 @@ class CompactionRepository:
     async def last_finished_log(self, chat_id: str) -> CompactionLogRow | None:
         query = (
             select(CompactionLogRow)
-            .where(CompactionLogRow.chat_id == chat_id, CompactionLogRow.status != "running")
+            .where(CompactionLogRow.chat_id == chat_id, CompactionLogRow.status != RUNNING)
             .order_by(CompactionLogRow.started_at.desc(), CompactionLogRow.id.desc())
             .limit(1)
         )

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from ...core.vocabulary import COMPLETED, ENDED_JOB_STATUSES, FAILED, QUEUED, RUNNING
 from ..tables import JobAttemptRow, JobRow
 from ..types import utcnow
 from ._common import execute_rowcount
@@ -29,7 +30,7 @@ def _no_running_sibling() -> Any:
     other = aliased(JobRow)
     return or_(
         JobRow.lock.is_(None),
-        ~exists().where(other.lock == JobRow.lock, other.status == "running", other.id != JobRow.id),
+        ~exists().where(other.lock == JobRow.lock, other.status == RUNNING, other.id != JobRow.id),
     )
 
 
@@ -38,7 +39,7 @@ def queued_sibling() -> Any:
     other = aliased(JobRow)
     return and_(
         JobRow.lock.is_not(None),
-        exists().where(other.lock == JobRow.lock, other.status == "queued", other.id != JobRow.id),
+        exists().where(other.lock == JobRow.lock, other.status == QUEUED, other.id != JobRow.id),
     )
 
 
@@ -54,11 +55,11 @@ class JobRepository:
         """Queue a job; None when a job of ``lock`` is already queued (it will do the same work)."""
         if lock is not None:
             waiting = await self.session.scalar(
-                select(JobRow.id).where(JobRow.lock == lock, JobRow.status == "queued").limit(1)
+                select(JobRow.id).where(JobRow.lock == lock, JobRow.status == QUEUED).limit(1)
             )
             if waiting is not None:
                 return None
-        row = JobRow(task=task, args=dict(args), lock=lock, status="queued", run_after=run_after or utcnow())
+        row = JobRow(task=task, args=dict(args), lock=lock, status=QUEUED, run_after=run_after or utcnow())
         try:
             async with self.session.begin_nested():  # a concurrent enqueue of the same lock loses here
                 self.session.add(row)
@@ -70,7 +71,7 @@ class JobRepository:
     async def claim(self, ttl: timedelta, instance_id: str | None, *, now: datetime | None = None) -> JobRow | None:
         """The oldest due job whose lock is free, now ``running`` for ``instance_id`` (attempts + 1)."""
         now = now or utcnow()
-        claimable = and_(JobRow.status == "queued", JobRow.run_after <= now, _no_running_sibling())
+        claimable = and_(JobRow.status == QUEUED, JobRow.run_after <= now, _no_running_sibling())
         candidates = list(
             await self.session.scalars(
                 select(JobRow.id).where(claimable).order_by(JobRow.run_after, JobRow.created_at).limit(_CANDIDATES)
@@ -84,7 +85,7 @@ class JobRepository:
                         update(JobRow)
                         .where(JobRow.id == job_id, claimable)
                         .values(
-                            status="running",
+                            status=RUNNING,
                             attempts=JobRow.attempts + 1,
                             lease_until=now + ttl,
                             instance_id=instance_id,  # its heartbeat renews the lease (N5)
@@ -98,10 +99,10 @@ class JobRepository:
         return None
 
     async def succeed(self, job_id: str) -> bool:
-        return await self._end(job_id, status="succeeded")
+        return await self._end(job_id, status=COMPLETED)
 
     async def fail(self, job_id: str) -> bool:
-        return await self._end(job_id, status="failed")
+        return await self._end(job_id, status=FAILED)
 
     async def retry(self, job_id: str, run_after: datetime) -> bool:
         """Queue the running job again for ``run_after``; False (and the job failed) when another job of its lock
@@ -109,8 +110,8 @@ class JobRepository:
         requeued = await execute_rowcount(
             self.session,
             update(JobRow)
-            .where(JobRow.id == job_id, JobRow.status == "running", ~queued_sibling())
-            .values(status="queued", run_after=run_after, lease_until=None, instance_id=None)
+            .where(JobRow.id == job_id, JobRow.status == RUNNING, ~queued_sibling())
+            .values(status=QUEUED, run_after=run_after, lease_until=None, instance_id=None)
             .execution_options(synchronize_session=False),
         )
         if requeued == 1:
@@ -122,7 +123,7 @@ class JobRepository:
         ended = await execute_rowcount(
             self.session,
             update(JobRow)
-            .where(JobRow.id == job_id, JobRow.status == "running")
+            .where(JobRow.id == job_id, JobRow.status == RUNNING)
             .values(status=status, lease_until=None, instance_id=None, finished_at=utcnow())
             .execution_options(synchronize_session=False),
         )
@@ -149,7 +150,7 @@ class JobRepository:
 
     async def delete_finished(self, before: datetime) -> int:
         """Delete jobs that ended before ``before`` (their attempts too); how many went."""
-        ended = select(JobRow.id).where(JobRow.status.in_(("succeeded", "failed")), JobRow.finished_at < before)
+        ended = select(JobRow.id).where(JobRow.status.in_(ENDED_JOB_STATUSES), JobRow.finished_at < before)
         await self.session.execute(
             delete(JobAttemptRow)
             .where(JobAttemptRow.runner == "local", JobAttemptRow.job_id.in_(ended))
@@ -158,7 +159,7 @@ class JobRepository:
         return await execute_rowcount(
             self.session,
             delete(JobRow)
-            .where(JobRow.status.in_(("succeeded", "failed")), JobRow.finished_at < before)
+            .where(JobRow.status.in_(ENDED_JOB_STATUSES), JobRow.finished_at < before)
             .execution_options(synchronize_session=False),
         )
 
@@ -175,7 +176,7 @@ class JobAttemptRepository:
             job_id=job_id,
             task=task,
             attempt=attempt,
-            status="running",
+            status=RUNNING,
             instance_id=self.session.info.get("instance_id"),  # N5: closed as interrupted if this instance dies
         )
         self.session.add(row)
@@ -189,7 +190,7 @@ class JobAttemptRepository:
         closed = await execute_rowcount(
             self.session,
             update(JobAttemptRow)
-            .where(JobAttemptRow.id == attempt_id, JobAttemptRow.status == "running")
+            .where(JobAttemptRow.id == attempt_id, JobAttemptRow.status == RUNNING)
             .values(status=status, error_code=error_code, error=error, finished_at=utcnow())
             .execution_options(synchronize_session=False),
         )
@@ -212,7 +213,7 @@ class JobAttemptRepository:
     async def delete_before(self, runner: str, before: datetime, *, keep: Sequence[str] = ()) -> int:
         """Delete ``runner``'s closed attempts that started before ``before``, except those of jobs ``keep``."""
         statement = delete(JobAttemptRow).where(
-            JobAttemptRow.runner == runner, JobAttemptRow.status != "running", JobAttemptRow.started_at < before
+            JobAttemptRow.runner == runner, JobAttemptRow.status != RUNNING, JobAttemptRow.started_at < before
         )
         if keep:
             statement = statement.where(JobAttemptRow.job_id.not_in(list(keep)))

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from ...core.vocabulary import FAILED, PREPARED
 from ..errors import InvalidValue
 from ..tables import ProxyAuditRow
 from ..types import utcnow
@@ -56,7 +57,7 @@ class ProxyAuditRepository:
             id=audit_id,
             user_id=user_id,
             model=model[:200],
-            status="prepared",
+            status=PREPARED,
             excluded_count=excluded_count,
             payload=dict(payload) if clean else _storable(payload),
             created_at=now,
@@ -81,7 +82,7 @@ class ProxyAuditRepository:
         if status not in TERMINAL_STATUSES:
             raise InvalidValue("status", f"must be one of {', '.join(TERMINAL_STATUSES)}")
         code = normalize_error_code(error_code) if error_code is not None else None
-        if status == "failed" and code is None:
+        if status == FAILED and code is None:
             code = GENERATION_FAILED
         values: dict[str, Any] = {"status": status, "error_code": code, "finished_at": utcnow()}
         if usage is not None:
@@ -93,7 +94,7 @@ class ProxyAuditRepository:
             values["payload"] = _storable({**current, **payload_updates})
         statement = (
             update(ProxyAuditRow)
-            .where(ProxyAuditRow.id == audit_id, ProxyAuditRow.status == "prepared")
+            .where(ProxyAuditRow.id == audit_id, ProxyAuditRow.status == PREPARED)
             .values(**values)
             .execution_options(synchronize_session=False)
         )
@@ -103,7 +104,7 @@ class ProxyAuditRepository:
         """A prepared audit's payload made anew (a call fitted again after a rejection); False if not prepared."""
         statement = (
             update(ProxyAuditRow)
-            .where(ProxyAuditRow.id == audit_id, ProxyAuditRow.status == "prepared")
+            .where(ProxyAuditRow.id == audit_id, ProxyAuditRow.status == PREPARED)
             .values(payload=_storable(payload), excluded_count=excluded_count)
             .execution_options(synchronize_session=False)
         )

@@ -4,7 +4,7 @@
 import { ApiError, del, get, optional, patch, post, strategyNames } from "./api.js";
 import { badge, checkbox, duration, field, h, num, replace, select, shorten, tabs, toast, when } from "./dom.js";
 import { chatTitle, modelLabel } from "./store.js";
-import { errorWords, TRIGGER_WORDS } from "./words.js";
+import { errorWords, STATUS, statusTone, TRIGGER_WORDS } from "./words.js";
 import { memoriesEditor } from "./memories.js";
 
 const COMPACTION_FIELDS = ["compaction_enabled", "compaction_threshold", "compaction_ratio", "compaction_model_id"];
@@ -288,7 +288,7 @@ export async function newBotView(main, _params, ctx) {
 }
 
 function summaryDetails(log) {
-  if (!log.summary) return h("span.muted", log.status === "noop" ? "nothing to compact" : "—");
+  if (!log.summary) return h("span.muted", log.status === STATUS.SKIPPED ? "nothing to compact" : "—");
   return h(
     "details.summary-text",
     h("summary", h("span.when-closed", shorten(log.summary, 120)), h("span.when-open", "Summary")),
@@ -298,7 +298,7 @@ function summaryDetails(log) {
 
 function logRow(log, store) {
   const chat = store.chat(log.chat_id);
-  const kind = log.status === "ok" ? "ok" : log.status === "error" ? "bad" : log.status === "running" ? "info" : "muted";
+  const kind = statusTone(log.status);
   const usage = log.input_tokens != null || log.output_tokens != null ? `${num(log.input_tokens)} in / ${num(log.output_tokens)} out` : "—";
   return h(
     "tr.log-row",

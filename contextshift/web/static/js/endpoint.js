@@ -3,6 +3,7 @@
 import { get, optional } from "./api.js";
 import { badge, h, num, replace, when } from "./dom.js";
 import { promptView } from "./inspector.js";
+import { statusTone } from "./words.js";
 
 function snippet(label, text) {
   return h(
@@ -32,7 +33,7 @@ function snippets() {
 }
 
 function auditRow(audit) {
-  const tone = audit.status === "completed" ? "ok" : audit.status === "failed" ? "bad" : "warn";
+  const tone = statusTone(audit.status, "warn");
   return h(
     "li.card",
     h("a.card-title", { href: `#/endpoint/${audit.id}` }, h("code", audit.model)),

@@ -3,7 +3,7 @@
 
 import { ApiError, optional, post } from "./api.js";
 import { badge, checkbox, duration, h, num, pct, replace, shorten, when } from "./dom.js";
-import { compactionWords, errorWords, REASON_WORDS, rejectionWords, TRIGGER_WORDS } from "./words.js";
+import { compactionWords, errorWords, REASON_WORDS, rejectionWords, STATUS, statusTone, TRIGGER_WORDS } from "./words.js";
 import { promptCounts, subtotals } from "./marks.js";
 
 // -- session status --------------------------------------------------------------------------------------
@@ -29,7 +29,7 @@ function bar(value, max, label, { estimate = false } = {}) {
 }
 
 export function compactionLogItem(log, { compact = false } = {}) {
-  const kind = log.status === "ok" ? "ok" : log.status === "error" ? "bad" : "muted";
+  const kind = statusTone(log.status);
   const usage =
     log.input_tokens != null || log.output_tokens != null
       ? `${num(log.input_tokens)} in / ${num(log.output_tokens)} out`
@@ -40,7 +40,7 @@ export function compactionLogItem(log, { compact = false } = {}) {
         h("summary", h("span.when-closed", shorten(log.summary, compact ? 90 : 160)), h("span.when-open", "Summary")),
         h("p.pre", log.summary),
       )
-    : h("p.muted", log.status === "noop" ? "Nothing to compact." : "No summary.");
+    : h("p.muted", log.status === STATUS.SKIPPED ? "Nothing to compact." : "No summary.");
   return h(
     "div.log-item",
     { dataset: { logId: log.id, status: log.status } },
@@ -92,12 +92,12 @@ export async function renderStatus(panel, ctx) {
         try {
           const answer = await post(`/chats/${ctx.chat.id}/compact`, {});
           const words =
-            answer.status === "ok"
+            answer.status === STATUS.COMPLETED
               ? `Compacted ${num(answer.message_count)} messages into a summary.`
-              : answer.status === "noop"
+              : answer.status === STATUS.SKIPPED
                 ? "Nothing to compact: the history is already short."
                 : `Compaction failed${answer.error_code ? `: ${errorWords(answer.error_code, answer.error_code)}` : ""}${answer.reason ? `: ${rejectionWords(answer.reason)}.` : "."}`;
-          replace(result, h(`p.${answer.status === "error" ? "error-text" : "ok-text"}`, { role: "status" }, words));
+          replace(result, h(`p.${answer.status === STATUS.FAILED ? "error-text" : "ok-text"}`, { role: "status" }, words));
           await ctx.refreshAll();
         } catch (error) {
           let words = error.message;
@@ -314,7 +314,7 @@ export function promptView(data, kind, ctx) {
   const entries = data.entries || [];
   const counts = promptCounts(data);
   const tokenizer = data.tokenizer || {};
-  const failed = kind === "audit" && data.status === "failed";
+  const failed = kind === "audit" && data.status === STATUS.FAILED;
   return h(
     "div.prompt-view",
     { dataset: { kind } },
@@ -323,7 +323,7 @@ export function promptView(data, kind, ctx) {
       kind === "audit"
         ? h(
             "p",
-            badge(data.status, data.status === "completed" ? "ok" : data.status === "failed" ? "bad" : "warn"),
+            badge(data.status, statusTone(data.status, "warn")),
             " ",
             h("time", { datetime: data.created_at }, when(data.created_at)),
             data.model ? [" · ", h("code", data.model)] : null,
@@ -368,7 +368,7 @@ export function promptView(data, kind, ctx) {
         ? h(
             "p.attempts-line",
             "Attempts: ",
-            data.attempts.map((a, i) => [i ? " → " : "", badge(a.outcome, a.outcome === "completed" ? "ok" : "warn", { title: a.reported_tokens ? `provider counted ${num(a.reported_tokens)} tokens` : "" })]),
+            data.attempts.map((a, i) => [i ? " → " : "", badge(a.outcome, a.outcome === STATUS.COMPLETED ? "ok" : "warn", { title: a.reported_tokens ? `provider counted ${num(a.reported_tokens)} tokens` : "" })]),
           )
         : null,
       data.usage

@@ -4,7 +4,7 @@
 
 import { badge, h, num, shorten } from "./dom.js";
 import { markdown } from "./markdown.js";
-import { errorWords, REASON_WORDS } from "./words.js";
+import { errorWords, REASON_WORDS, STATUS } from "./words.js";
 import { actionButton, editForm } from "./message_edit.js";
 import { versionSwitcher } from "./versions.js";
 
@@ -90,7 +90,7 @@ function errorOf(m) {
     const action = m.meta.error.action === "continue" ? "Continuing" : "Regenerating";
     return { code: m.meta.error.code, words: `${action} this reply failed; it is unchanged.` };
   }
-  if (m.meta?.partial && m.meta.partial_reason !== "cancelled")
+  if (m.meta?.partial && m.meta.partial_reason !== STATUS.CANCELLED)
     return { code: m.meta.error_code || "GENERATION_INTERRUPTED", words: "The reply was cut off; what came is kept." };
   return null;
 }
@@ -102,7 +102,7 @@ function badges(m, mark, kind) {
   if (m.pinned) out.push(badge("pinned", "pin"));
   if (m.standing) out.push(badge("standing instruction", "pin", { title: REASON_WORDS.standing }));
   if (excludedByUser) out.push(badge("excluded by you", "warn"));
-  if (m.meta?.partial) out.push(badge(`partial: ${m.meta.partial_reason === "cancelled" ? "stopped" : "cut off"}`, "warn", { title: "Only what was streamed before the reply ended" }));
+  if (m.meta?.partial) out.push(badge(`partial: ${m.meta.partial_reason === STATUS.CANCELLED ? "stopped" : "cut off"}`, "warn", { title: "Only what was streamed before the reply ended" }));
   if (m.meta?.failed) out.push(badge("failed: not sent", "warn", { title: `The turn failed (${m.meta.failed.code}); left out of prompts until retried` }));
   const next = kind === "audit" ? "last prompt" : "next prompt";
   if (mark?.state === "summarized") out.push(badge("summarized", "sum", { title: "Folded into a summary: hidden from prompts, not deleted" }));

@@ -1,5 +1,26 @@
 // Plain words for the service's stable codes.
 
+/** The status words of every record (audits, compaction runs, jobs, attempts): contextshift/core/vocabulary.py's,
+ * one word per meaning (tests/core/test_vocabulary.py checks that they match). */
+export const STATUS = Object.freeze({
+  PREPARED: "prepared",
+  QUEUED: "queued",
+  RUNNING: "running",
+  COMPLETED: "completed",
+  FAILED: "failed",
+  CANCELLED: "cancelled",
+  INTERRUPTED: "interrupted",
+  SKIPPED: "skipped",
+});
+
+/** A status's badge tone: success "ok", failure "bad", under way "info", anything else `other`. */
+export function statusTone(status, other = "muted") {
+  if (status === STATUS.COMPLETED) return "ok";
+  if (status === STATUS.FAILED) return "bad";
+  if (status === STATUS.RUNNING) return "info";
+  return other;
+}
+
 export const ERROR_WORDS = {
   TOKEN_BUDGET_EXCEEDED:
     "The prompt did not fit: the protected parts alone (system prompt, persona, pinned messages and your input) need more tokens than the context window leaves after the reply reserve. Nothing was sent to the model.",
@@ -53,28 +74,28 @@ export const REASON_WORDS = {
 };
 
 export const COMPACTION_REASONS = {
-  not_configured: "No compaction model is set and the bot has no chat model.",
-  not_chat_model: "The compaction model is not a chat model.",
-  model_disabled: "The compaction model is disabled.",
-  provider_disabled: "The compaction model's provider is disabled.",
-  provider_host_not_allowed: "The compaction model's provider points at a host this server does not allow (CONTEXTSHIFT_PROVIDER_HOSTS).",
-  output_limit_unsupported:
+  "not-configured": "No compaction model is set and the bot has no chat model.",
+  "not-chat-model": "The compaction model is not a chat model.",
+  "model-disabled": "The compaction model is disabled.",
+  "provider-disabled": "The compaction model's provider is disabled.",
+  "provider-host-not-allowed": "The compaction model's provider points at a host this server does not allow (CONTEXTSHIFT_PROVIDER_HOSTS).",
+  "output-limit-unsupported":
     "The model's provider does not enforce output token limits (OpenAI Codex), so it cannot summarize safely. Pick a compaction model in the bot's settings.",
-  window_unknown: "The model has no declared context window; set one on the model to enable compaction.",
+  "window-unknown": "The model has no declared context window; set one on the model to enable compaction.",
   disabled: "Compaction is turned off in the bot's settings.",
   cooldown: "A recent automatic attempt failed; automatic compaction waits a few minutes before trying again.",
 };
 
 export function compactionWords(reason) {
   if (!reason) return "";
-  return COMPACTION_REASONS[reason] || String(reason).replace(/_/g, " ");
+  return COMPACTION_REASONS[reason] || String(reason).replace(/[-_]/g, " ");
 }
 
 /** Why the summary check refused a compaction's summary (core/compaction/plausibility.py), in plain words. */
 export const REJECTION_WORDS = {
-  other_script: "the summary is written in another alphabet than the conversation",
-  other_language: "the summary is in another language than the conversation",
-  few_facts: "the summary keeps too few of the conversation's names and numbers",
+  "other-script": "the summary is written in another alphabet than the conversation",
+  "other-language": "the summary is in another language than the conversation",
+  "few-facts": "the summary keeps too few of the conversation's names and numbers",
   refusal: "the model refused to summarize instead of writing a summary",
 };
 
