@@ -19,7 +19,7 @@ from ..pipeline.interceptors import Interceptor
 from ..pipeline.run import default_serializer
 from ..providers import to_anthropic_messages
 from ..providers.server_context import fitting_window
-from ..storage import Repositories, row_to_message
+from ..storage import Database, Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, MessageRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
 from ..tokenizers.server import ServerTokenizer
@@ -98,6 +98,30 @@ async def resolve_model(
     model = await repos.models.get(model_id) if model_id else None
     provider = await repos.providers.get(model.provider_id) if model else None
     return model, provider
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """What a turn reads of its chat's setting, once, in one short read session (:func:`read_context`): the
+    chat, its bot, the turn's model and provider and the model's counting. The compaction decision, the count
+    warm-up and the turn's own transaction take it from here instead of reading it again."""
+
+    chat: ChatRow
+    bot: BotRow
+    model: ModelRow | None
+    provider: ProviderRow | None
+    counting: Counting
+
+
+async def read_context(db: Database, chat_id: str) -> TurnContext:
+    """The chat's :class:`TurnContext`, or ``CHAT_NOT_FOUND`` / ``BOT_NOT_FOUND``. The rows stay readable
+    after the session (it does not expire them); a turn writes through repositories by id, never through them."""
+    async with db.session(write=False) as session:
+        repos = Repositories(session)
+        chat, bot = await chat_and_bot(repos, chat_id)
+        model, provider = await resolve_model(repos, bot, chat)
+        counting = await counting_for(repos, model, profile_for(model))
+    return TurnContext(chat, bot, model, provider, counting)
 
 
 def require_generation_ready(bot: BotRow, model: ModelRow | None, provider: ProviderRow | None) -> None:
@@ -259,17 +283,24 @@ async def load_turn(
     preview: bool,
     server_counting: ServerCounting | None = None,
     before_seq: int | None = None,
+    context: TurnContext | None = None,
 ) -> Turn:
     """Build the pipeline request of a turn. ``draft`` None means the input is already the last message.
 
     With ``server_counting``, a provider that tokenizes (T5) gives the ``server`` profile; the history window is
     still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq``
-    ends the history before that message (a regenerated reply is not part of its own prompt).
+    ends the history before that message (a regenerated reply is not part of its own prompt). With
+    ``context`` (read by :func:`read_context` for this chat and bot), its model, provider and counting are used
+    instead of reading them again.
     """
-    model, provider = await resolve_model(repos, bot, chat)
+    if context is not None:
+        model, provider, counting = context.model, context.provider, context.counting
+        base = counting.base
+    else:
+        model, provider = await resolve_model(repos, bot, chat)
+        base = profile_for(model)
+        counting = await counting_for(repos, model, base)
     embedder = configured_embedder()  # checked at start-up, so never raises here
-    base = profile_for(model)
-    counting = await counting_for(repos, model, base)
     notes: list[str] = []
     scale = counting.profile.scale if isinstance(counting.profile, CalibratedProfile) else 1.0
     profile, server = await _budget_profile(model, provider, base, counting, server_counting, notes)
