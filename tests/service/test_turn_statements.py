@@ -23,10 +23,10 @@ __all__ = ["backend", "pg_database"]
 MESSAGES = 300
 #: The statements of one warm turn (transaction control left out: SQLite's BEGIN is a statement, PostgreSQL's
 #: is not): the turn lease 2 (take, give back); the setting 5 (chat, bot, model, provider, calibration); the
-#: input 3; the history 13 (memories, the summarized count, two window pages and their stored counts, the new
-#: counts stored, pinned, older history, summaries, standing, the not-loaded count in two); the audit 2; the
-#: reply 4; calibration 3.
-STATEMENTS = 32
+#: input 3; the history 11 (memories, the summarized count, two window pages each with its stored counts, the
+#: new counts stored, pinned, older history, summaries, standing, the not-loaded count in two); the audit 2;
+#: the reply 4; calibration 3.
+STATEMENTS = 30
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
 
 
@@ -69,7 +69,7 @@ async def _one_turn_statements(db: Database, generations: Generations, chat_id: 
     return seen
 
 
-async def test_a_warm_turn_reads_its_setting_once_in_32_statements(backend: Backend, fake_provider: FakeProvider) -> None:
+async def test_a_warm_turn_reads_its_setting_once_in_30_statements(backend: Backend, fake_provider: FakeProvider) -> None:
     db = backend.database()
     await db.start()
     try:
