@@ -27,7 +27,23 @@ MESSAGES = 300
 #: new counts stored, pinned, older history, summaries, standing, the not-loaded count in two); the audit 2;
 #: the reply 4; calibration 3.
 STATEMENTS = 30
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+]
 
 
 async def _chat(db: Database, base_url: str) -> str:
@@ -69,7 +85,9 @@ async def _one_turn_statements(db: Database, generations: Generations, chat_id: 
     return seen
 
 
-async def test_a_warm_turn_reads_its_setting_once_in_30_statements(backend: Backend, fake_provider: FakeProvider) -> None:
+async def test_a_warm_turn_reads_its_setting_once_in_30_statements(
+    backend: Backend, fake_provider: FakeProvider
+) -> None:
     db = backend.database()
     await db.start()
     try:
