@@ -161,12 +161,15 @@ def _print_profile(profiler: cProfile.Profile, turns: int, top: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.turn_cpu", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="CI smoke run: 300 messages, 10 turns")
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--messages", type=int, default=1_000)
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="cProfile N more turns afterwards")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
+    if args.quick:
+        args.messages, args.turns = min(args.messages, 300), min(args.turns, 10)
     with tempfile.TemporaryDirectory() as folder:
         if args.backend == "sqlite":
             report = asyncio.run(run(f"sqlite+aiosqlite:///{folder}/bench.db", args.messages, args.turns, args.profile))
