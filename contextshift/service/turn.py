@@ -7,6 +7,7 @@ window of history is read (T4: stored per-message counts), never the whole chat.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -240,14 +241,51 @@ class _Window:
     by_meaning: bool
 
 
+class WindowSizes:
+    """How many rows each chat's last window held, for the next turn's first page (a bounded LRU, per
+    process). A wrong guess costs a page more or a few rows too many, never a different window."""
+
+    #: Chats remembered at most.
+    LIMIT = 4096
+    #: Rows read beyond the last window's size, for what was added since (the input and the reply).
+    MARGIN = 8
+
+    def __init__(self) -> None:
+        self._sizes: OrderedDict[str, int] = OrderedDict()
+
+    def first_page(self, chat_id: str) -> int | None:
+        size = self._sizes.get(chat_id)
+        if size is None:
+            return None
+        self._sizes.move_to_end(chat_id)
+        return size + self.MARGIN
+
+    def remember(self, chat_id: str, size: int) -> None:
+        self._sizes[chat_id] = size
+        self._sizes.move_to_end(chat_id)
+        if len(self._sizes) > self.LIMIT:
+            self._sizes.popitem(last=False)
+
+
+#: This process's window sizes (:class:`WindowSizes`).
+WINDOW_SIZES = WindowSizes()
+
+
 async def _load_history(
     repos: Repositories, *, bot: BotRow, chat: ChatRow, draft: str | None, window: _Window, notes: list[str]
 ) -> _History:
     """The recent window of ``chat``, with recalled and standing messages and the active summaries merged in."""
     base, before_seq = window.base, window.before_seq
     recent = await repos.messages.recent_window(
-        chat.id, base.name, window.budget, base.count, store_counts=not window.preview, before_seq=before_seq
+        chat.id,
+        base.name,
+        window.budget,
+        base.count,
+        store_counts=not window.preview,
+        before_seq=before_seq,
+        first_page=WINDOW_SIZES.first_page(chat.id),
     )
+    WINDOW_SIZES.remember(chat.id, len(recent.rows))
     summaries = await repos.compaction.active_summaries(chat.id)
     rows = recent.rows
     if bot.context_strategy == RECALL and recent.has_more:  # G4a: older history the input asks about

@@ -23,10 +23,10 @@ __all__ = ["backend", "pg_database"]
 MESSAGES = 300
 #: The statements of one warm turn (transaction control left out: SQLite's BEGIN is a statement, PostgreSQL's
 #: is not): the turn lease 2 (take, give back); the setting 5 (chat, bot, model, provider, calibration); the
-#: input 3; the history 11 (memories, the summarized count, two window pages each with its stored counts, the
-#: new counts stored, pinned, older history, summaries, standing, the not-loaded count in two); the audit 2;
-#: the reply 4; calibration 3.
-STATEMENTS = 30
+#: input 3; the history 10 (memories, the summarized count, one window page with its stored counts, sized by
+#: the chat's last window, the new counts stored, pinned, older history, summaries, standing, the not-loaded
+#: count in two); the audit 2; the reply 4; calibration 3.
+STATEMENTS = 29
 WORDS = [
     "alpha",
     "bravo",
@@ -85,7 +85,7 @@ async def _one_turn_statements(db: Database, generations: Generations, chat_id: 
     return seen
 
 
-async def test_a_warm_turn_reads_its_setting_once_in_30_statements(
+async def test_a_warm_turn_reads_its_setting_once_in_29_statements(
     backend: Backend, fake_provider: FakeProvider
 ) -> None:
     db = backend.database()

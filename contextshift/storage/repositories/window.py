@@ -138,6 +138,7 @@ async def recent_window(
     page_size: int = DEFAULT_PAGE_SIZE,
     store_counts: bool = True,
     before_seq: int | None = None,
+    first_page: int | None = None,
 ) -> RecentWindow:
     """Read the newest messages of a chat until their token counts exceed ``budget_tokens``.
 
@@ -146,12 +147,14 @@ async def recent_window(
     ``store_counts=False``, e.g. for a preview that must change nothing). Pinned messages older than
     the window are always added. Messages a compaction summary covers are left out unless pinned: pinning
     a summarized message brings it back raw (the summary still stands for the rest). Rows come back
-    oldest first. With ``before_seq``, the history ends before that message.
+    oldest first. With ``before_seq``, the history ends before that message. ``first_page`` (at most
+    ``page_size``) sizes the first page instead of :data:`FIRST_PAGE_SIZE`: the size of this chat's last window
+    reads it in one round trip. Page sizes change how many rows are read, never which ones are returned.
     """
     text_value("profile", profile, required=True, max_length=100)
     budget = integer("budget_tokens", budget_tokens)
     max_page = integer("page_size", page_size, minimum=1)
-    size = min(FIRST_PAGE_SIZE, max_page)
+    size = min(FIRST_PAGE_SIZE if first_page is None else integer("first_page", first_page, minimum=1), max_page)
     window: list[MessageRow] = []
     tokens: dict[str, int] = {}
     computed = rows_read = used = 0
