@@ -311,6 +311,16 @@ async def _load_history(
     return _History(history, summarized, not_loaded)
 
 
+async def _setting(
+    repos: Repositories, bot: BotRow, chat: ChatRow | None, context: TurnContext | None
+) -> tuple[ModelRow | None, ProviderRow | None, Counting]:
+    """The turn's model, provider and counting: from ``context`` when the turn has read it, else read now."""
+    if context is not None:
+        return context.model, context.provider, context.counting
+    model, provider = await resolve_model(repos, bot, chat)
+    return model, provider, await counting_for(repos, model, profile_for(model))
+
+
 async def load_turn(
     repos: Repositories,
     *,
@@ -327,18 +337,11 @@ async def load_turn(
 
     With ``server_counting``, a provider that tokenizes (T5) gives the ``server`` profile; the history window is
     still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq``
-    ends the history before that message (a regenerated reply is not part of its own prompt). With
-    ``context`` (read by :func:`read_context` for this chat and bot), its model, provider and counting are used
-    instead of reading them again.
+    ends the history before that message (a regenerated reply is not part of its own prompt). ``context``:
+    the model, provider and counting the turn has read already (:func:`read_context`).
     """
-    if context is not None:
-        model, provider, counting = context.model, context.provider, context.counting
-        base = counting.base
-    else:
-        model, provider = await resolve_model(repos, bot, chat)
-        base = profile_for(model)
-        counting = await counting_for(repos, model, base)
-    embedder = configured_embedder()  # checked at start-up, so never raises here
+    model, provider, counting = await _setting(repos, bot, chat, context)
+    base, embedder = counting.base, configured_embedder()  # the embedder is checked at start-up: never raises
     notes: list[str] = []
     scale = counting.profile.scale if isinstance(counting.profile, CalibratedProfile) else 1.0
     profile, server = await _budget_profile(model, provider, base, counting, server_counting, notes)
