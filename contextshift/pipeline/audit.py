@@ -12,7 +12,7 @@ and memory blocks filled their share of the budget), ``empty``,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.messages import Message
@@ -152,7 +152,25 @@ def build_entries(
         for message in extras_removed:
             reason = FINAL_BUDGET if message.id in final_removed else INTERCEPTOR
             ordered.append(_entry(message, cost_of[message.id], False, reason))
-    return [replace(entry, order=order) for order, entry in enumerate(ordered[:MAX_ENTRIES])]
+    return [_numbered(entry, order) for order, entry in enumerate(ordered[:MAX_ENTRIES])]
+
+
+def _numbered(e: AuditEntry, order: int) -> AuditEntry:
+    """``e`` at position ``order``: ``dataclasses.replace(e, order=order)`` without its per-call field walk
+    (a turn numbers every block of its prompt)."""
+    return AuditEntry(
+        e.identifier,
+        e.role,
+        e.source,
+        e.content,
+        e.tokens,
+        e.included,
+        e.reason,
+        order,
+        e.name,
+        e.relevance,
+        e.stands_for,
+    )
 
 
 def _next_original(final: Sequence[Message], message_id: str, position: Mapping[str, int]) -> str | None:

@@ -72,6 +72,8 @@ class ChatCall:
         self.generation_id = generation_id
         self.turn = turn
         self.result = result
+        #: The pipeline's result as built with ``turn.profile`` (its prompt count is that profile's).
+        self.counted = result
         self.stream = stream
         self.retry = ContextRetry(db, chat_id, generation_id, turn, preview_payload)
         request = turn.request
@@ -102,9 +104,10 @@ class ChatCall:
     async def completed(self, reply: ChatResult | None) -> None:
         reply = require_content(reply)
         turn, result, records = self.turn, self.result, self.records
-        updates = completed_updates(turn, result, reply, self.retry)
+        estimated = sent_tokens(turn, result, self.counted)
+        updates = completed_updates(turn, result, reply, self.retry, estimated)
         row, usage = await records.store_reply(self.chat_id, self.generation_id, reply, result, turn.profile, updates)
-        await learn(self.db, turn.model, turn.base_profile, result.payload, reply.usage)
+        await learn(self.db, turn.model, turn.base_profile, estimated, reply.usage)
         self.done = Done(row, usage)
 
     async def failed(self, error: ProviderError) -> None:
@@ -128,12 +131,21 @@ class ChatCall:
             await self.records.finish_failed(self.chat_id, self.generation_id, "GENERATION_CANCELLED", cancelled=True)
 
 
+def sent_tokens(turn: Turn, result: PipelineResult, counted: PipelineResult) -> int:
+    """The model's own (uncalibrated) count of ``result``'s request: the pipeline's count when it built that
+    request with the model's own profile (``counted``), so the prompt is not counted twice; else counted now."""
+    if result is counted and turn.profile is turn.base_profile:
+        return int(result.budget["prompt_tokens"])
+    return estimate_of(turn.base_profile, result.payload)
+
+
 def completed_updates(
-    turn: Turn, result: PipelineResult, reply: ChatResult, retry: ContextRetry
+    turn: Turn, result: PipelineResult, reply: ChatResult, retry: ContextRetry, estimated: int
 ) -> dict[str, Any] | None:
-    """The audit's last words: the attempts, and (T5) whether the provider's prompt count was believed."""
+    """The audit's last words: the attempts, and (T5) whether the provider's prompt count (against
+    ``estimated``, :func:`sent_tokens`) was believed."""
     updates = retry.updates(COMPLETED)
-    note = doubted(turn.model, estimate_of(turn.base_profile, result.payload), reply.usage)
+    note = doubted(turn.model, estimated, reply.usage)
     if note is None:
         return updates
     diagnostics = [*preview_payload(turn, result)["diagnostics"], doubt_diagnostic(note)]
@@ -152,4 +164,4 @@ def chat_request(turn: Turn, result: PipelineResult, stream: bool) -> ChatReques
     )
 
 
-__all__ = ["ChatCall", "Done", "Failed", "GenerationEvent", "Token", "chat_request"]
+__all__ = ["ChatCall", "Done", "Failed", "GenerationEvent", "Token", "chat_request", "sent_tokens"]

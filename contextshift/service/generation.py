@@ -48,7 +48,7 @@ from .replies import (
 from .rules import NO_RULES, Rules
 from .streaming import DEFAULT_HEARTBEAT, EventPump, Heartbeat
 from .titles import title_untitled
-from .turn import Turn, chat_and_bot, load_turn, profile_for, require_generation_ready, resolve_model
+from .turn import Turn, TurnContext, load_turn, read_context, require_generation_ready
 from .turn_records import Running, TurnRecords
 from .turns import ChatTurns, TurnPolicy
 
@@ -62,28 +62,29 @@ def _refusal_of(code: str) -> Refusal:
 async def warm_counts(
     db: Database,
     counting: ServerCounting,
-    chat_id: str,
+    context: TurnContext,
     content: str,
     max_tokens: int | None,
     rules: Rules = NO_RULES,
 ) -> None:
     """Fetch the server's counts of the coming prompt in a read-only pass, so that the turn's own
-    transaction (which holds the write lock) makes no tokenize call."""
+    transaction (which holds the write lock) makes no tokenize call. Reads nothing when the provider does not
+    tokenize; otherwise only the history (the chat, bot and model come from ``context``)."""
+    model, provider = context.model, context.provider
+    if await counting.tokenizer_for(model, provider, context.counting.base) is None:
+        return
     async with db.session(write=False) as session:
         repos = Repositories(session)
-        chat, bot = await chat_and_bot(repos, chat_id)
-        model, provider = await resolve_model(repos, bot, chat)
-        if await counting.tokenizer_for(model, provider, profile_for(model)) is None:
-            return
         turn = await load_turn(
             repos,
-            bot=bot,
-            chat=chat,
+            bot=context.bot,
+            chat=context.chat,
             draft=content,
             max_tokens=max_tokens,
             preview=True,
             server_counting=counting,
             rules=rules,
+            context=context,
         )
         with contextlib.suppress(TokenBudgetExceeded):
             await run_counted(turn.request, turn.server, counting)
@@ -256,11 +257,12 @@ class Generations:
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
         note = await self._compact_before_send(chat_id)
-        await warm_counts(self.db, self.counting, chat_id, content or "", max_tokens, self.rules)
         counting = self.counting
+        context = await read_context(self.db, chat_id, self.rules)  # the turn's one read of its chat, bot and model
+        await warm_counts(self.db, counting, context, content or "", max_tokens, self.rules)
+        chat, bot = context.chat, context.bot
         async with self.db.session() as session:
             repos = Repositories(session)
-            chat, bot = await chat_and_bot(repos, chat_id)
             before_seq: int | None = None
             input_id: str | None
             if redo is not None:
@@ -285,6 +287,7 @@ class Generations:
                 server_counting=counting,
                 before_seq=before_seq,
                 rules=self.rules,
+                context=context,
             )
             if note is not None:
                 turn.notes.append(note)

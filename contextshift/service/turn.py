@@ -7,6 +7,7 @@ window of history is read (T4: stored per-message counts), never the whole chat.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from ..pipeline.interceptors import Interceptor
 from ..pipeline.run import default_serializer
 from ..providers import to_anthropic_messages
 from ..providers.server_context import fitting_window
-from ..storage import Repositories, row_to_message
+from ..storage import Database, Repositories, row_to_message
 from ..storage.tables import BotRow, ChatRow, MessageRow, ModelRow, ProviderRow
 from ..tokenizers import get_tokenizer
 from ..tokenizers.server import ServerTokenizer
@@ -99,6 +100,30 @@ async def resolve_model(
     model = await repos.models.get(model_id) if model_id else None
     provider = await repos.providers.get(model.provider_id) if model else None
     return model, provider
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """What a turn reads of its chat's setting, once, in one short read session (:func:`read_context`): the
+    chat, its bot, the turn's model and provider and the model's counting. The compaction decision, the count
+    warm-up and the turn's own transaction take it from here instead of reading it again."""
+
+    chat: ChatRow
+    bot: BotRow
+    model: ModelRow | None
+    provider: ProviderRow | None
+    counting: Counting
+
+
+async def read_context(db: Database, chat_id: str, rules: Rules = NO_RULES) -> TurnContext:
+    """The chat's :class:`TurnContext`, or ``CHAT_NOT_FOUND`` / ``BOT_NOT_FOUND``. The rows stay readable
+    after the session (it does not expire them); a turn writes through repositories by id, never through them."""
+    async with db.session(write=False) as session:
+        repos = Repositories(session)
+        chat, bot = await chat_and_bot(repos, chat_id)
+        model, provider = await resolve_model(repos, bot, chat)
+        counting = await counting_for(repos, model, profile_for(model), rules.estimate_margin)
+    return TurnContext(chat, bot, model, provider, counting)
 
 
 def require_generation_ready(
@@ -220,14 +245,51 @@ class _Window:
     by_meaning: bool
 
 
+class WindowSizes:
+    """How many rows each chat's last window held, for the next turn's first page (a bounded LRU, per
+    process). A wrong guess costs a page more or a few rows too many, never a different window."""
+
+    #: Chats remembered at most.
+    LIMIT = 4096
+    #: Rows read beyond the last window's size, for what was added since (the input and the reply).
+    MARGIN = 8
+
+    def __init__(self) -> None:
+        self._sizes: OrderedDict[str, int] = OrderedDict()
+
+    def first_page(self, chat_id: str) -> int | None:
+        size = self._sizes.get(chat_id)
+        if size is None:
+            return None
+        self._sizes.move_to_end(chat_id)
+        return size + self.MARGIN
+
+    def remember(self, chat_id: str, size: int) -> None:
+        self._sizes[chat_id] = size
+        self._sizes.move_to_end(chat_id)
+        if len(self._sizes) > self.LIMIT:
+            self._sizes.popitem(last=False)
+
+
+#: This process's window sizes (:class:`WindowSizes`).
+WINDOW_SIZES = WindowSizes()
+
+
 async def _load_history(
     repos: Repositories, *, bot: BotRow, chat: ChatRow, draft: str | None, window: _Window, notes: list[str]
 ) -> _History:
     """The recent window of ``chat``, with recalled and standing messages and the active summaries merged in."""
     base, before_seq = window.base, window.before_seq
     recent = await repos.messages.recent_window(
-        chat.id, base.name, window.budget, base.count, store_counts=not window.preview, before_seq=before_seq
+        chat.id,
+        base.name,
+        window.budget,
+        base.count,
+        store_counts=not window.preview,
+        before_seq=before_seq,
+        first_page=WINDOW_SIZES.first_page(chat.id),
     )
+    WINDOW_SIZES.remember(chat.id, len(recent.rows))
     summaries = await repos.compaction.active_summaries(chat.id)
     rows = recent.rows
     if bot.context_strategy == RECALL and recent.has_more:  # G4a: older history the input asks about
@@ -253,6 +315,16 @@ async def _load_history(
     return _History(history, summarized, not_loaded)
 
 
+async def _setting(
+    repos: Repositories, bot: BotRow, chat: ChatRow | None, context: TurnContext | None, rules: Rules
+) -> tuple[ModelRow | None, ProviderRow | None, Counting]:
+    """The turn's model, provider and counting: from ``context`` when the turn has read it, else read now."""
+    if context is not None:
+        return context.model, context.provider, context.counting
+    model, provider = await resolve_model(repos, bot, chat)
+    return model, provider, await counting_for(repos, model, profile_for(model), rules.estimate_margin)
+
+
 async def load_turn(
     repos: Repositories,
     *,
@@ -264,16 +336,18 @@ async def load_turn(
     server_counting: ServerCounting | None = None,
     before_seq: int | None = None,
     rules: Rules = NO_RULES,
+    context: TurnContext | None = None,
 ) -> Turn:
     """Build the pipeline request of a turn. ``draft`` None means the input is already the last message.
 
     With ``server_counting``, a provider that tokenizes (T5) gives the ``server`` profile; the history window is
-    still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq`` ends
-    the history before that message (a regenerated reply is not its own prompt); ``rules``: embedder, margin.
+    still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq``
+    ends the history before that message (a regenerated reply is not part of its own prompt). ``rules``:
+    embedder, margin. ``context``: the model, provider and counting the turn has read already
+    (:func:`read_context`).
     """
-    model, provider = await resolve_model(repos, bot, chat)
-    embedder, base = rules.embedder, profile_for(model)
-    counting = await counting_for(repos, model, base, rules.estimate_margin)
+    model, provider, counting = await _setting(repos, bot, chat, context, rules)
+    base, embedder = counting.base, rules.embedder
     notes: list[str] = []
     scale = counting.profile.scale if isinstance(counting.profile, CalibratedProfile) else 1.0
     profile, server = await _budget_profile(model, provider, base, counting, server_counting, notes)

@@ -381,6 +381,7 @@ class MessageRepository:
         page_size: int = DEFAULT_PAGE_SIZE,
         store_counts: bool = True,
         before_seq: int | None = None,
+        first_page: int | None = None,
     ) -> RecentWindow:
         """The newest messages worth ``budget_tokens`` plus every pinned one; see :func:`.window.recent_window`."""
         return await recent_window(
@@ -392,4 +393,5 @@ class MessageRepository:
             page_size=page_size,
             store_counts=store_counts,
             before_seq=before_seq,
+            first_page=first_page,
         )

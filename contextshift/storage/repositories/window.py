@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from sqlalchemy import func, or_, select, true
+from sqlalchemy import Select, and_, func, or_, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from ...core.messages import Message
@@ -80,9 +81,24 @@ async def token_counts(
         MessageTokensRow.profile == profile, MessageTokensRow.message_id.in_(ids)
     )
     counts: dict[str, int] = {m: int(t) for m, t in (await session.execute(query)).all()}
-    missing = [r for r in rows if r.id not in counts]
+    missing = await _count_missing(session, rows, counts, profile, count_fn, store=store)
+    return counts, missing
+
+
+async def _count_missing(
+    session: AsyncSession,
+    rows: Sequence[MessageRow],
+    counts: dict[str, int],
+    profile: str,
+    count_fn: Callable[[str], int],
+    *,
+    store: bool,
+) -> int:
+    """Add to ``counts`` the rows it lacks, computed with ``count_fn`` (and stored with ``store``); how many."""
     new: list[dict[str, object]] = []
-    for row in missing:
+    for row in rows:
+        if row.id in counts:
+            continue
         tokens = count_fn(row_to_message(row).text)
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
             raise ValueError(f"count_fn returned {tokens!r}, not a token count")
@@ -93,7 +109,23 @@ async def token_counts(
         for start in range(0, len(new), _INSERT_CHUNK):
             statement = insert(MessageTokensRow).values(new[start : start + _INSERT_CHUNK])
             await session.execute(statement.on_conflict_do_nothing(index_elements=["message_id", "profile"]))
-    return counts, len(missing)
+    return len(new)
+
+
+async def _page(
+    session: AsyncSession, query: Select[Any], profile: str, count_fn: Callable[[str], int], *, store: bool
+) -> tuple[list[MessageRow], dict[str, int], int]:
+    """The rows of ``query`` (over ``MessageRow``) with their stored counts for ``profile``, read in the same
+    statement (an outer join on ``message_tokens``' key), and the missing ones computed: ``(rows, counts by
+    id, how many were computed)``."""
+    stored = and_(MessageTokensRow.message_id == MessageRow.id, MessageTokensRow.profile == profile)
+    pairs = (
+        await session.execute(query.add_columns(MessageTokensRow.tokens).outerjoin(MessageTokensRow, stored))
+    ).all()
+    rows = [row for row, _ in pairs]
+    counts = {row.id: int(tokens) for row, tokens in pairs if tokens is not None}
+    computed = await _count_missing(session, rows, counts, profile, count_fn, store=store)
+    return rows, counts, computed
 
 
 async def recent_window(
@@ -106,6 +138,7 @@ async def recent_window(
     page_size: int = DEFAULT_PAGE_SIZE,
     store_counts: bool = True,
     before_seq: int | None = None,
+    first_page: int | None = None,
 ) -> RecentWindow:
     """Read the newest messages of a chat until their token counts exceed ``budget_tokens``.
 
@@ -114,12 +147,14 @@ async def recent_window(
     ``store_counts=False``, e.g. for a preview that must change nothing). Pinned messages older than
     the window are always added. Messages a compaction summary covers are left out unless pinned: pinning
     a summarized message brings it back raw (the summary still stands for the rest). Rows come back
-    oldest first. With ``before_seq``, the history ends before that message.
+    oldest first. With ``before_seq``, the history ends before that message. ``first_page`` (at most
+    ``page_size``) sizes the first page instead of :data:`FIRST_PAGE_SIZE`: the size of this chat's last window
+    reads it in one round trip. Page sizes change how many rows are read, never which ones are returned.
     """
     text_value("profile", profile, required=True, max_length=100)
     budget = integer("budget_tokens", budget_tokens)
     max_page = integer("page_size", page_size, minimum=1)
-    size = min(FIRST_PAGE_SIZE, max_page)
+    size = min(FIRST_PAGE_SIZE if first_page is None else integer("first_page", first_page, minimum=1), max_page)
     window: list[MessageRow] = []
     tokens: dict[str, int] = {}
     computed = rows_read = used = 0
@@ -131,11 +166,12 @@ async def recent_window(
         query = select(MessageRow).where(MessageRow.chat_id == chat_id, raw)
         if before is not None:
             query = query.where(MessageRow.seq < before)
-        page = list(await session.scalars(query.order_by(MessageRow.seq.desc()).limit(size)))
+        page, counts, n = await _page(
+            session, query.order_by(MessageRow.seq.desc()).limit(size), profile, count_fn, store=store_counts
+        )
         rows_read += len(page)
         if not page:
             break
-        counts, n = await token_counts(session, page, profile, count_fn, store=store_counts)
         computed += n
         for row in page:
             window.append(row)
@@ -154,9 +190,8 @@ async def recent_window(
         oldest = window[-1].seq
         older = (MessageRow.chat_id == chat_id, MessageRow.seq < oldest)  # before the window: before before_seq
         pinned_query = select(MessageRow).where(*older, MessageRow.pinned == true()).order_by(MessageRow.seq)
-        pinned = list(await session.scalars(pinned_query))
+        pinned, counts, n = await _page(session, pinned_query, profile, count_fn, store=store_counts)
         rows_read += len(pinned)
-        counts, n = await token_counts(session, pinned, profile, count_fn, store=store_counts)
         computed += n
         tokens.update(counts)
         # The newest raw message before the window, found through (chat_id, summary_id, seq): never a scan.
