@@ -549,12 +549,76 @@ def _by_relevance(history: _History, query: str) -> Any:
 def _merge(history: _History, found: _Query, dynamic: list[int], static: tuple[Any, Any, Any, Any]) -> tuple[Any, Any]:
     """The greedy order: the ``dynamic`` units through a heap whose values change as lines are chosen, and
     the ``static`` ones (units, negated values and orders ascending, whether relevant) merged in; with
-    whether each was relevant when it was taken."""
+    whether each was relevant when it was taken.
+
+    A unit's value is worked out again when it reaches the top of the heap only if a weight changed since it
+    was last worked out (``epoch``): the same arithmetic on the same weights gives the same float. The
+    static units are not copied piece by piece: each dynamic unit taken is inserted at the static position
+    reached when it was taken, in one ``np.insert`` at the end."""
     import numpy as np
 
     score, top, orders, _ = history.scored()
     units, values, negated_orders, relevant_static = static
     rare = set(found.rare)
+    matched = _matched(history, found, dynamic)
+    weight = dict.fromkeys(found.words, 1.0)
+
+    def relevance(unit: int) -> float:
+        m = matched[unit]
+        if not any(weight[t] == 1.0 for t in m if t in rare):
+            return 0.0
+        return sum(weight[t] * v for t, v in m.items()) / found.best
+
+    epoch = 0  # how many times a weight changed
+    first, first_relevance = _initial_worth(history, found, dynamic)
+    known: dict[int, tuple[int, float, float]] = {  # unit: (epoch, value, relevance) when last worked out
+        u: (0, v, r) for u, v, r in zip(dynamic, first, first_relevance, strict=True)
+    }
+    heap = [(-v, -o, u) for u, v, o in zip(dynamic, first, orders[dynamic].tolist(), strict=True)]
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    at: list[int] = []  # the static position each dynamic unit taken is inserted at
+    taken: list[int] = []
+    taken_relevant: list[bool] = []
+    position, end = 0, len(units)
+    value_list, order_list = values.tolist(), negated_orders.tolist()
+    value_list.append(math.inf)  # past the last static unit: a value below any (negated: above)
+    while heap:
+        negated, order, unit = pop(heap)
+        before = bisect_left(value_list, negated, position, end)  # the static units ahead of the heap's best
+        tie = bisect_right(value_list, negated, before, end)
+        if tie > before:
+            before = bisect_left(order_list, order, before, tie)
+        if before > position:
+            position = before
+        when, current, unit_relevance = known[unit]
+        if when != epoch:
+            unit_relevance = relevance(unit)
+            current = float(score[unit]) / top + RELEVANCE_WEIGHT * unit_relevance
+            known[unit] = (epoch, current, unit_relevance)
+        following = -value_list[position]
+        if heap and -heap[0][0] > following:
+            following = -heap[0][0]
+        if current < following - 1e-12:
+            push(heap, (-current, order, unit))
+            continue
+        relevant = unit_relevance >= RELEVANT
+        at.append(position)
+        taken.append(unit)
+        taken_relevant.append(relevant)
+        if relevant:
+            rare_here = [t for t in matched[unit] if t in rare]
+            if rare_here:
+                weight[min(rare_here, key=lambda t: (found.frequency[t], t))] *= COVERED
+                epoch += 1
+    merged = np.insert(units.astype(np.int64), at, np.array(taken, dtype=np.int64))
+    return merged, np.insert(relevant_static.astype(bool), at, np.array(taken_relevant, dtype=bool))
+
+
+def _matched(history: _History, found: _Query, dynamic: list[int]) -> dict[int, dict[str, float]]:
+    """For each ``dynamic`` unit, the query words it holds (in the query's word order) and their scores."""
+    import numpy as np
+
     matched: dict[int, dict[str, float]] = {}
     mask = np.zeros(len(history), dtype=bool)
     mask[dynamic] = True
@@ -564,48 +628,28 @@ def _merge(history: _History, found: _Query, dynamic: list[int], static: tuple[A
             keep = mask[holding]
             for unit, s in zip(holding[keep].tolist(), scores[keep].tolist(), strict=True):
                 matched.setdefault(unit, {})[term] = s
-    weight = dict.fromkeys(found.words, 1.0)
+    return matched
 
-    def relevance(unit: int) -> float:
-        m = matched[unit]
-        if not any(weight[t] == 1.0 for t in m if t in rare):
-            return 0.0
-        return sum(weight[t] * v for t, v in m.items()) / found.best
 
-    def worth(unit: int) -> float:
-        return float(score[unit]) / top + RELEVANCE_WEIGHT * relevance(unit)
+def _initial_worth(history: _History, found: _Query, dynamic: list[int]) -> tuple[list[float], list[float]]:
+    """Each ``dynamic`` unit's value and relevance while every weight is 1, worked out at once: the same
+    floats as ``_merge``'s ``relevance`` and ``worth`` (each such unit holds a rare word of weight 1, and
+    its scores are added in the query's word order, starting from 0, as ``sum`` adds them)."""
+    import numpy as np
 
-    heap = [(-worth(u), -int(orders[u]), u) for u in dynamic]
-    heapq.heapify(heap)
-    segments: list[Any] = []
-    flags: list[Any] = []
-    position, end = 0, len(units)
-    value_list, order_list = values.tolist(), negated_orders.tolist()
-    while heap:
-        negated, order, unit = heap[0]
-        before = bisect_left(value_list, negated, position)  # the static units ahead of the heap's best
-        tie = bisect_right(value_list, negated, before)
-        if tie > before:
-            before = bisect_left(order_list, order, before, tie)
-        if before > position:
-            segments.append(units[position:before])
-            flags.append(relevant_static[position:before])
-            position = before
-        heapq.heappop(heap)
-        current = worth(unit)
-        following = max(-heap[0][0] if heap else -math.inf, -value_list[position] if position < end else -math.inf)
-        if current < following - 1e-12:
-            heapq.heappush(heap, (-current, order, unit))
-            continue
-        relevant = relevance(unit) >= RELEVANT
-        segments.append([unit])
-        flags.append([relevant])
-        rare_here = [t for t in matched[unit] if t in rare]
-        if relevant and rare_here:
-            weight[min(rare_here, key=lambda t: (found.frequency[t], t))] *= COVERED
-    segments.append(units[position:])
-    flags.append(relevant_static[position:])
-    return np.concatenate(segments).astype(np.int64), np.concatenate(flags).astype(bool)
+    score, top, _, _ = history.scored()
+    index = np.full(len(history), -1, dtype=np.int64)
+    index[dynamic] = np.arange(len(dynamic))
+    total = np.zeros(len(dynamic))
+    for term in found.words:
+        if term in found.postings:
+            holding, scores = found.postings[term]
+            slot = index[holding]
+            keep = slot >= 0
+            total[slot[keep]] += 1.0 * scores[keep]
+    relevance = total / found.best
+    value = score[dynamic] / top + RELEVANCE_WEIGHT * relevance
+    return value.tolist(), relevance.tolist()
 
 
 def _shape_capped(history: _History, merged: Any, relevant: Any) -> Any:
