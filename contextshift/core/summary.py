@@ -535,7 +535,7 @@ def _by_relevance(history: _History, query: str) -> Any:
     # With rare words, a sentence holding none is not relevant; without, no weight ever changes.
     relevance = np.zeros(len(static)) if rare else found.total[static] / found.best
     value = score[static] / top + RELEVANCE_WEIGHT * relevance
-    by_value = np.lexsort((-orders[static], -value))
+    by_value = _by_value(history, static, value, bool(rare))
     merged, relevant = _merge(
         history,
         found,
@@ -544,6 +544,26 @@ def _by_relevance(history: _History, query: str) -> Any:
     )
     ranked = _shape_capped(history, merged, relevant)
     return ranked if len(ranked) else None
+
+
+def _by_value(history: _History, static: Any, value: Any, scored_order: bool) -> Any:
+    """The positions in ``static`` (ascending units) best ``value`` first, the later of two equal ones first.
+
+    With ``scored_order`` every value is the unit's score over the best score: the history's own order by
+    score is then theirs, read in O(n), unless two scores round to one value out of order (checked; then,
+    as without ``scored_order``, they are sorted)."""
+    import numpy as np
+
+    orders = history.scored().orders[static]
+    if scored_order and len(static) > 1:
+        by_score = history.scored().by_score
+        keep = np.zeros(len(history), dtype=bool)
+        keep[static] = True
+        candidate = np.searchsorted(static, by_score[keep[by_score]])
+        v, o = value[candidate], orders[candidate]
+        if bool(np.all((v[:-1] > v[1:]) | ((v[:-1] == v[1:]) & (o[:-1] > o[1:])))):
+            return candidate
+    return np.lexsort((-orders, -value))
 
 
 def _merge(history: _History, found: _Query, dynamic: list[int], static: tuple[Any, Any, Any, Any]) -> tuple[Any, Any]:
@@ -658,6 +678,8 @@ def _shape_capped(history: _History, merged: Any, relevant: Any) -> Any:
 
     loose = np.flatnonzero(~relevant)
     shapes = _column(history.shape_ids, np.int32)[merged[loose]]
+    if len(history.shapes) <= 1 << 16:  # a stable sort of 16-bit keys is a radix sort: O(n), the same order
+        shapes = shapes.astype(np.uint16)
     by_shape = np.argsort(shapes, kind="stable")  # by shape, then by position
     grouped = shapes[by_shape]
     starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
