@@ -309,6 +309,7 @@ class _StemIndex:
         self.lengths = array("q")
         self.postings: dict[str, tuple[array[int], array[int]]] = {}
         self.questions: list[bool] = []
+        self._lengths: tuple[int, Any, Any] | None = None  # (units, lengths column, its mean) for ``scores``
 
     def extend(self, texts: Sequence[str]) -> None:
         postings, vocabulary = self.postings, self.vocabulary
@@ -343,10 +344,13 @@ class _StemIndex:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         units = _column(posting[0], np.int32)
         counts = _column(posting[1], np.int32).astype(np.float32)
-        lengths = _column(self.lengths, np.int64)
+        if self._lengths is None or self._lengths[0] != len(self.lengths):  # once per size, not once per word
+            column = _column(self.lengths, np.int64)
+            self._lengths = (len(column), column, column.mean())
+        _, lengths, mean = self._lengths
         documents, df = len(lengths), len(units)
         idf = np.float32(math.log(1 + (documents - df + 0.5) / (df + 0.5)))
-        norm = BM25_K1 * ((1 - length_weight) + length_weight * lengths[units] / lengths.mean())
+        norm = BM25_K1 * ((1 - length_weight) + length_weight * lengths[units] / mean)
         row = (idf * (counts / (norm + counts))).astype(np.float32)
         return units, row
 
