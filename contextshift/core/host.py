@@ -135,17 +135,19 @@ def _accepted_truncations(
     rejected: dict[str, str] = {}
     diagnostics: list[str] = []
     claimed: set[str] = set()
+    # A summary names thousands of sources: they are checked as sets, not one by one in Python.
+    protected_ids = set(prompt.ids_at(prompt.protected_members))  # every member of a protected group
     for entry in result.truncated:
         replacement = entry.replacement
         sources = list(entry.source_ids) if isinstance(entry.source_ids, list | tuple) else []
         problem = None
         if not replacement.id or replacement.id in by_id or replacement.id in accepted:
             problem = "its replacement needs a new, unique id"
-        elif not sources or not all(isinstance(s, str) and s in by_id for s in sources):
+        elif not sources or not _known_ids(sources, by_id):
             problem = "it names messages that are not in the prompt"
-        elif any(s in kept_inputs or s in claimed for s in sources):
+        elif not kept_inputs.isdisjoint(sources) or not claimed.isdisjoint(sources):
             problem = "it summarizes messages that are also kept or summarized twice"
-        elif any(prompt.root(by_id[s]) in prompt.protected_roots for s in sources):  # no Group built per source
+        elif not protected_ids.isdisjoint(sources):
             problem = "it replaces protected context"
         if problem:
             diagnostics.append(f'context strategy "{name}": a replacement was rejected: {problem}')
@@ -155,6 +157,13 @@ def _accepted_truncations(
         claimed.update(sources)
         accepted[replacement.id] = replace(entry, source_ids=sources)
     return accepted, rejected, diagnostics
+
+
+def _known_ids(sources: Sequence[object], by_id: Mapping[str, int]) -> bool:
+    """Whether every source is a string id of the prompt (plain strings are looked up without a Python loop)."""
+    if set(map(type, sources)) <= {str}:
+        return all(map(by_id.__contains__, sources))
+    return all(isinstance(s, str) and s in by_id for s in sources)
 
 
 def _reconcile(prompt: Prompt, name: str, result: ShiftResult, kept: list[Message]) -> _Reconciled:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
@@ -104,7 +104,7 @@ def _current_input_position(messages: Sequence[Message]) -> int:
     return len(messages)
 
 
-def _unique_id(base: str, taken: set[str]) -> str:
+def _unique_id(base: str, taken: Container[str]) -> str:
     candidate, n = base, 1
     while candidate in taken:
         n += 1
@@ -130,19 +130,23 @@ def summarize(request: StrategyRequest) -> ShiftResult:
     target = min(SUMMARY_MAX_TOKENS, max(SUMMARY_MIN_TOKENS, int(budget * SUMMARY_SHARE)))
     target = min(target, budget - protected - overhead)
     if target >= SUMMARY_MIN_TOKENS:
+        from .recall import current_input  # loads bm25s: on first use, not on import (N4)
+
         outcome = shift_prompt(prompt, max(1, budget - target - overhead))
-        sources = sorted(p for p in outcome.removed if prompt.messages[p].source in SUMMARIZABLE_SOURCES)
+        messages = prompt.messages
+        sources = sorted(p for p in outcome.removed if messages[p].source in SUMMARIZABLE_SOURCES)
+        query = current_input(messages)  # once: it reads the whole prompt when no message is the input
         summary_text = extractive_summary(
-            [prompt.messages[p] for p in sources],
+            list(map(messages.__getitem__, sources)),
             _text_counter(request.count_tokens),
             target,
-            query=_summary_query(prompt.messages, outcome),
+            query=_summary_query(messages, outcome, query),
         )
         if summary_text is not None:
             result = _with_summary(prompt, request, outcome, sources, summary_text)
             if result is not None:
                 plain = shift_prompt(prompt, budget)
-                held, displaced, wanted = _input_matches(prompt, summary_text, outcome, plain)
+                held, displaced, wanted = _input_matches(prompt, summary_text, outcome, plain, query)
                 if held >= displaced:
                     return result
                 notes = [
@@ -156,7 +160,7 @@ def summarize(request: StrategyRequest) -> ShiftResult:
     return build_result(prompt, outcome, budget, strategy="summarize", diagnostics=notes)
 
 
-def _input_matches(prompt: Prompt, summary: str, outcome: Removal, plain: Removal) -> tuple[int, int, int]:
+def _input_matches(prompt: Prompt, summary: str, outcome: Removal, plain: Removal, query: str) -> tuple[int, int, int]:
     """How many of the current input's search words the prompt's history holds with the summary, how many
     it holds with the newest turns the summary displaces instead, and how many there are.
 
@@ -166,10 +170,10 @@ def _input_matches(prompt: Prompt, summary: str, outcome: Removal, plain: Remova
     ``summarize`` keeps the summary only when the first count is at least the second, so its prompt never
     holds fewer of what the input asks about than ``truncate``'s, by construction (issue 23).
     """
-    from .recall import current_input, query_words  # loads bm25s: on first use, not on import (N4)
+    from .recall import query_words  # loads bm25s: on first use, not on import (N4)
     from .relevance import terms
 
-    wanted = set(query_words(current_input(prompt.messages)))
+    wanted = set(query_words(query))
     kept = set(outcome.kept)
     displaced = [prompt.messages[p].text for p in plain.kept if p not in kept]
     if not wanted or not displaced:
@@ -186,12 +190,11 @@ def _input_matches(prompt: Prompt, summary: str, outcome: Removal, plain: Remova
 SHORT_QUERY = 3
 
 
-def _summary_query(messages: Sequence[Message], outcome: Removal) -> str:
-    """What the summary's sentences are scored against: the current input, and with a short input (such
-    as "and the other one?") the two newest turns that stay in the prompt as well."""
-    from .recall import current_input, query_words  # loads bm25s: on first use, not on import (N4)
+def _summary_query(messages: Sequence[Message], outcome: Removal, query: str) -> str:
+    """What the summary's sentences are scored against: the current input (``query``), and with a short
+    input (such as "and the other one?") the two newest turns that stay in the prompt as well."""
+    from .recall import query_words  # loads bm25s: on first use, not on import (N4)
 
-    query = current_input(messages)
     if len(query_words(query)) >= SHORT_QUERY:
         return query
     gone = set(outcome.removed)
@@ -202,16 +205,16 @@ def _summary_query(messages: Sequence[Message], outcome: Removal) -> str:
 def _with_summary(
     prompt: Prompt, request: StrategyRequest, outcome: Removal, sources: list[int], text: str
 ) -> ShiftResult | None:
-    taken = {m.id for m in prompt.messages}
+    ids = list(prompt.ids_at(sources))
     summary = Message(
         role="system",
         content=text,
-        id=_unique_id(SUMMARY_ID, taken),
+        id=_unique_id(SUMMARY_ID, prompt.position),  # every message id of the prompt
         source="summary",
-        meta={"summary_of": [prompt.messages[p].id for p in sources]},
+        meta={"summary_of": list(ids)},
     )
     prompt.count(sources)
-    tokens_before = sum(map(prompt.cost, sources))
+    tokens_before = sum(map(prompt.counted.__getitem__, sources))
     tokens_after = message_costs([summary], request.count_tokens, request.per_message_overhead)[0][0]
     if tokens_after >= tokens_before:
         return None  # a summary no smaller than what it replaces is no summary
@@ -221,13 +224,13 @@ def _with_summary(
     tokens = prompt_tokens(kept, request.count_tokens, request.per_message_overhead)
     if tokens > request.budget:
         return None
-    summarized = {prompt.messages[p].id for p in sources}
+    summarized = set(ids)
     result = build_result(prompt, outcome, request.budget, strategy="summarize")
     return replace(
         result,
         kept=kept,
         excluded=[m for m in result.excluded if m.id not in summarized],
-        truncated=[Truncation(summary, [prompt.messages[p].id for p in sources], tokens_before, tokens_after)],
+        truncated=[Truncation(summary, ids, tokens_before, tokens_after)],
         tokens=tokens,
         reasons={**result.reasons, **dict.fromkeys(summarized, SUMMARIZED)},
         diagnostics=[

@@ -309,6 +309,7 @@ class _StemIndex:
         self.lengths = array("q")
         self.postings: dict[str, tuple[array[int], array[int]]] = {}
         self.questions: list[bool] = []
+        self._lengths: tuple[int, Any, Any] | None = None  # (units, lengths column, its mean) for ``scores``
 
     def extend(self, texts: Sequence[str]) -> None:
         postings, vocabulary = self.postings, self.vocabulary
@@ -343,10 +344,13 @@ class _StemIndex:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32)
         units = _column(posting[0], np.int32)
         counts = _column(posting[1], np.int32).astype(np.float32)
-        lengths = _column(self.lengths, np.int64)
+        if self._lengths is None or self._lengths[0] != len(self.lengths):  # once per size, not once per word
+            column = _column(self.lengths, np.int64)
+            self._lengths = (len(column), column, column.mean())
+        _, lengths, mean = self._lengths
         documents, df = len(lengths), len(units)
         idf = np.float32(math.log(1 + (documents - df + 0.5) / (df + 0.5)))
-        norm = BM25_K1 * ((1 - length_weight) + length_weight * lengths[units] / lengths.mean())
+        norm = BM25_K1 * ((1 - length_weight) + length_weight * lengths[units] / mean)
         row = (idf * (counts / (norm + counts))).astype(np.float32)
         return units, row
 
@@ -535,7 +539,7 @@ def _by_relevance(history: _History, query: str) -> Any:
     # With rare words, a sentence holding none is not relevant; without, no weight ever changes.
     relevance = np.zeros(len(static)) if rare else found.total[static] / found.best
     value = score[static] / top + RELEVANCE_WEIGHT * relevance
-    by_value = np.lexsort((-orders[static], -value))
+    by_value = _by_value(history, static, value, bool(rare))
     merged, relevant = _merge(
         history,
         found,
@@ -546,15 +550,99 @@ def _by_relevance(history: _History, query: str) -> Any:
     return ranked if len(ranked) else None
 
 
+def _by_value(history: _History, static: Any, value: Any, scored_order: bool) -> Any:
+    """The positions in ``static`` (ascending units) best ``value`` first, the later of two equal ones first.
+
+    With ``scored_order`` every value is the unit's score over the best score: the history's own order by
+    score is then theirs, read in O(n), unless two scores round to one value out of order (checked; then,
+    as without ``scored_order``, they are sorted)."""
+    import numpy as np
+
+    orders = history.scored().orders[static]
+    if scored_order and len(static) > 1:
+        by_score = history.scored().by_score
+        keep = np.zeros(len(history), dtype=bool)
+        keep[static] = True
+        candidate = np.searchsorted(static, by_score[keep[by_score]])
+        v, o = value[candidate], orders[candidate]
+        if bool(np.all((v[:-1] > v[1:]) | ((v[:-1] == v[1:]) & (o[:-1] > o[1:])))):
+            return candidate
+    return np.lexsort((-orders, -value))
+
+
 def _merge(history: _History, found: _Query, dynamic: list[int], static: tuple[Any, Any, Any, Any]) -> tuple[Any, Any]:
     """The greedy order: the ``dynamic`` units through a heap whose values change as lines are chosen, and
     the ``static`` ones (units, negated values and orders ascending, whether relevant) merged in; with
-    whether each was relevant when it was taken."""
+    whether each was relevant when it was taken.
+
+    A unit's value is worked out again when it reaches the top of the heap only if a weight changed since it
+    was last worked out (``epoch``): the same arithmetic on the same weights gives the same float. The
+    static units are not copied piece by piece: each dynamic unit taken is inserted at the static position
+    reached when it was taken, in one ``np.insert`` at the end."""
     import numpy as np
 
     score, top, orders, _ = history.scored()
     units, values, negated_orders, relevant_static = static
     rare = set(found.rare)
+    matched = _matched(history, found, dynamic)
+    weight = dict.fromkeys(found.words, 1.0)
+
+    def relevance(unit: int) -> float:
+        m = matched[unit]
+        if not any(weight[t] == 1.0 for t in m if t in rare):
+            return 0.0
+        return sum(weight[t] * v for t, v in m.items()) / found.best
+
+    epoch = 0  # how many times a weight changed
+    first, first_relevance = _initial_worth(history, found, dynamic)
+    known: dict[int, tuple[int, float, float]] = {  # unit: (epoch, value, relevance) when last worked out
+        u: (0, v, r) for u, v, r in zip(dynamic, first, first_relevance, strict=True)
+    }
+    heap = [(-v, -o, u) for u, v, o in zip(dynamic, first, orders[dynamic].tolist(), strict=True)]
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    at: list[int] = []  # the static position each dynamic unit taken is inserted at
+    taken: list[int] = []
+    taken_relevant: list[bool] = []
+    position, end = 0, len(units)
+    value_list, order_list = values.tolist(), negated_orders.tolist()
+    value_list.append(math.inf)  # past the last static unit: a value below any (negated: above)
+    while heap:
+        negated, order, unit = pop(heap)
+        before = bisect_left(value_list, negated, position, end)  # the static units ahead of the heap's best
+        tie = bisect_right(value_list, negated, before, end)
+        if tie > before:
+            before = bisect_left(order_list, order, before, tie)
+        if before > position:
+            position = before
+        when, current, unit_relevance = known[unit]
+        if when != epoch:
+            unit_relevance = relevance(unit)
+            current = float(score[unit]) / top + RELEVANCE_WEIGHT * unit_relevance
+            known[unit] = (epoch, current, unit_relevance)
+        following = -value_list[position]
+        if heap and -heap[0][0] > following:
+            following = -heap[0][0]
+        if current < following - 1e-12:
+            push(heap, (-current, order, unit))
+            continue
+        relevant = unit_relevance >= RELEVANT
+        at.append(position)
+        taken.append(unit)
+        taken_relevant.append(relevant)
+        if relevant:
+            rare_here = [t for t in matched[unit] if t in rare]
+            if rare_here:
+                weight[min(rare_here, key=lambda t: (found.frequency[t], t))] *= COVERED
+                epoch += 1
+    merged = np.insert(units.astype(np.int64), at, np.array(taken, dtype=np.int64))
+    return merged, np.insert(relevant_static.astype(bool), at, np.array(taken_relevant, dtype=bool))
+
+
+def _matched(history: _History, found: _Query, dynamic: list[int]) -> dict[int, dict[str, float]]:
+    """For each ``dynamic`` unit, the query words it holds (in the query's word order) and their scores."""
+    import numpy as np
+
     matched: dict[int, dict[str, float]] = {}
     mask = np.zeros(len(history), dtype=bool)
     mask[dynamic] = True
@@ -564,48 +652,28 @@ def _merge(history: _History, found: _Query, dynamic: list[int], static: tuple[A
             keep = mask[holding]
             for unit, s in zip(holding[keep].tolist(), scores[keep].tolist(), strict=True):
                 matched.setdefault(unit, {})[term] = s
-    weight = dict.fromkeys(found.words, 1.0)
+    return matched
 
-    def relevance(unit: int) -> float:
-        m = matched[unit]
-        if not any(weight[t] == 1.0 for t in m if t in rare):
-            return 0.0
-        return sum(weight[t] * v for t, v in m.items()) / found.best
 
-    def worth(unit: int) -> float:
-        return float(score[unit]) / top + RELEVANCE_WEIGHT * relevance(unit)
+def _initial_worth(history: _History, found: _Query, dynamic: list[int]) -> tuple[list[float], list[float]]:
+    """Each ``dynamic`` unit's value and relevance while every weight is 1, worked out at once: the same
+    floats as ``_merge``'s ``relevance`` and ``worth`` (each such unit holds a rare word of weight 1, and
+    its scores are added in the query's word order, starting from 0, as ``sum`` adds them)."""
+    import numpy as np
 
-    heap = [(-worth(u), -int(orders[u]), u) for u in dynamic]
-    heapq.heapify(heap)
-    segments: list[Any] = []
-    flags: list[Any] = []
-    position, end = 0, len(units)
-    value_list, order_list = values.tolist(), negated_orders.tolist()
-    while heap:
-        negated, order, unit = heap[0]
-        before = bisect_left(value_list, negated, position)  # the static units ahead of the heap's best
-        tie = bisect_right(value_list, negated, before)
-        if tie > before:
-            before = bisect_left(order_list, order, before, tie)
-        if before > position:
-            segments.append(units[position:before])
-            flags.append(relevant_static[position:before])
-            position = before
-        heapq.heappop(heap)
-        current = worth(unit)
-        following = max(-heap[0][0] if heap else -math.inf, -value_list[position] if position < end else -math.inf)
-        if current < following - 1e-12:
-            heapq.heappush(heap, (-current, order, unit))
-            continue
-        relevant = relevance(unit) >= RELEVANT
-        segments.append([unit])
-        flags.append([relevant])
-        rare_here = [t for t in matched[unit] if t in rare]
-        if relevant and rare_here:
-            weight[min(rare_here, key=lambda t: (found.frequency[t], t))] *= COVERED
-    segments.append(units[position:])
-    flags.append(relevant_static[position:])
-    return np.concatenate(segments).astype(np.int64), np.concatenate(flags).astype(bool)
+    score, top, _, _ = history.scored()
+    index = np.full(len(history), -1, dtype=np.int64)
+    index[dynamic] = np.arange(len(dynamic))
+    total = np.zeros(len(dynamic))
+    for term in found.words:
+        if term in found.postings:
+            holding, scores = found.postings[term]
+            slot = index[holding]
+            keep = slot >= 0
+            total[slot[keep]] += 1.0 * scores[keep]
+    relevance = total / found.best
+    value = score[dynamic] / top + RELEVANCE_WEIGHT * relevance
+    return value.tolist(), relevance.tolist()
 
 
 def _shape_capped(history: _History, merged: Any, relevant: Any) -> Any:
@@ -614,6 +682,8 @@ def _shape_capped(history: _History, merged: Any, relevant: Any) -> Any:
 
     loose = np.flatnonzero(~relevant)
     shapes = _column(history.shape_ids, np.int32)[merged[loose]]
+    if len(history.shapes) <= 1 << 16:  # a stable sort of 16-bit keys is a radix sort: O(n), the same order
+        shapes = shapes.astype(np.uint16)
     by_shape = np.argsort(shapes, kind="stable")  # by shape, then by position
     grouped = shapes[by_shape]
     starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
