@@ -9,16 +9,18 @@ What it does: per backend (SQLite in a temporary folder, and PostgreSQL when ``C
 names a server: a new database, dropped afterwards) and per size, a chat whose history is written straight
 through the storage layer in a child process (``benchmarks/service_data.py``, 5,000 messages a transaction),
 so the parent's memory holds none of it. The parent then builds the service's ``Compactor`` on the database
-and runs one ``background`` run (what the job runner does after a turn at 50% of the window: model
-``gpt-4o``, window 16,000, automatic trigger), against the scripted OpenAI-compatible fake of
-``benchmarks.compaction`` (it answers a summarizer request at once with a short summary made of the
-transcript's words). The run makes up to the automatic pass limit of passes.
+and runs one ``background`` run (what the job runner does after a turn at 50% of the window: model ``gpt-4o``,
+window 16,000, automatic trigger) through one shared HTTP client, as the app and the worker do, against the
+scripted OpenAI-compatible fake of ``benchmarks.compaction`` (it answers a summarizer request at once with a
+short summary made of the transcript's words). On PostgreSQL the filled database is ``ANALYZE``d first, as
+autovacuum does after a bulk insert (a test server may run without autovacuum; the planner then guesses).
+The run makes up to the automatic pass limit of passes.
 
-Measured: wall time of the run, the passes it made and the messages it folded, and the RSS growth (peak RSS
-after the run, ``ru_maxrss``, less the RSS just before it; the peak is the process's since it started, so after
-an earlier, bigger run the figure is an upper bound of what this run added). Timings are printed, never
-asserted. The script also runs on an older checkout (copied into its ``benchmarks/``): that is how the "before"
-figures of ``docs/benchmarks.md`` were made.
+Measured: wall time and CPU time (this process, every thread) of the run, the passes it made and the messages
+it folded, and the RSS growth (peak RSS after the run, ``ru_maxrss``, less the RSS just before it; the peak is
+the process's since it started, so after an earlier, bigger run the figure is an upper bound of what this run
+added). Timings are printed, never asserted. The script also runs on an older checkout (copied into its
+``benchmarks/``): that is how the "before" figures of ``docs/benchmarks.md`` were made.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
+from sqlalchemy import text
 
 from contextshift.service.compaction import Compactor
 from contextshift.storage import Database, Repositories
@@ -52,6 +57,9 @@ class Measured:
     backend: str
     messages: int
     seconds: float
+    #: CPU seconds of this process during the run (every thread: the pass, the database driver's and the fake
+    #: summarizer's server); the database server's own work is not in it.
+    cpu: float
     rss_growth_mib: float
     status: str
     passes: int
@@ -91,17 +99,31 @@ async def _setup(url: str, base_url: str) -> str:
         await db.close()
 
 
-async def _run(url: str, chat_id: str) -> tuple[float, str, int, int]:
+async def _analyze(url: str) -> None:
+    """PostgreSQL's statistics of the filled tables, as autovacuum gathers them after a bulk insert (a test
+    server may run without it; the planner then guesses, and plans the window's reads badly)."""
     db = Database(url)
     await db.start()
     try:
-        compactor = Compactor(db)
-        start = time.perf_counter()
-        outcome = await compactor.run(chat_id, "background")
-        elapsed = time.perf_counter() - start
-        status = outcome.status + (f" ({outcome.error_code})" if outcome.error_code else "")
-        return elapsed, status, outcome.passes_committed + outcome.passes_failed, outcome.message_count
+        async with db.session() as session:
+            await session.execute(text("ANALYZE"))
     finally:
+        await db.close()
+
+
+async def _run(url: str, chat_id: str) -> tuple[float, float, str, int, int]:
+    db = Database(url)
+    await db.start()
+    shared = httpx.AsyncClient()  # one connection pool for every summarizer call, as the app and the worker
+    try:
+        compactor = Compactor(db, client_options={"http_client": shared})
+        start, cpu = time.perf_counter(), time.process_time()
+        outcome = await compactor.run(chat_id, "background")
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        status = outcome.status + (f" ({outcome.error_code})" if outcome.error_code else "")
+        return elapsed, cpu, status, outcome.passes_committed + outcome.passes_failed, outcome.message_count
+    finally:
+        await shared.aclose()
         await db.close()
 
 
@@ -110,19 +132,22 @@ def measure(backend: str, url: str, size: int, base_url: str) -> Measured:
     spawn = multiprocessing.get_context("spawn")
     with spawn.Pool(1) as pool:  # the history is written by a child: none of it stays in this process
         pool.apply(fill_chat, (url, chat_id, size, f"{backend}-{size}"))
+    if backend == "postgresql":
+        asyncio.run(_analyze(url))
     before = rss_mib()
-    seconds, status, passes, folded = asyncio.run(_run(url, chat_id))
-    return Measured(backend, size, seconds, max(0.0, peak_mib() - before), status, passes, folded)
+    seconds, cpu, status, passes, folded = asyncio.run(_run(url, chat_id))
+    return Measured(backend, size, seconds, cpu, max(0.0, peak_mib() - before), status, passes, folded)
 
 
 def table(rows: list[Measured]) -> str:
     lines = [
-        "| backend | messages | run s | s per pass | RSS growth MiB | status | passes | folded |",
-        "|---|--:|--:|--:|--:|---|--:|--:|",
+        "| backend | messages | run s | s per pass | CPU s per pass | RSS growth MiB | status | passes | folded |",
+        "|---|--:|--:|--:|--:|--:|---|--:|--:|",
     ]
     for r in rows:
+        per = max(r.passes, 1)
         lines.append(
-            f"| {r.backend} | {r.messages:,} | {r.seconds:.2f} | {r.seconds / max(r.passes, 1):.2f} "
+            f"| {r.backend} | {r.messages:,} | {r.seconds:.2f} | {r.seconds / per:.2f} | {r.cpu / per:.2f} "
             f"| {r.rss_growth_mib:.0f} | {r.status} | {r.passes} "
             f"| {r.folded:,} |"
         )
@@ -164,8 +189,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"`{command}` — one `background` compaction run (the `Compactor` of the service, automatic "
                 f"trigger, `gpt-4o` window {WINDOW:,}) on a chat whose history was written through the storage "
                 "layer by a child process; the summarizer is the scripted fake of `benchmarks.compaction` (no "
-                "latency). *RSS growth*: peak RSS after the run (the process's since it started) less the RSS "
-                "before it: exact, or an upper bound when an earlier run of the process peaked higher.",
+                "latency), called through one shared HTTP connection pool as the app and the worker do. On "
+                "PostgreSQL the filled database is `ANALYZE`d first, as autovacuum would. *CPU s*: this "
+                "process's CPU time over every thread (the pass, the database driver, the fake summarizer's "
+                "server), not the database server's. *RSS growth*: peak RSS after the run (the process's since "
+                "it started) less the RSS before it: exact, or an upper bound when an earlier run of the process "
+                "peaked higher.",
                 "",
                 table(rows),
                 "",

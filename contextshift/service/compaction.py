@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
 
@@ -33,7 +33,8 @@ from ..core.messages import Message
 from ..core.tokens import TokenizerProfile
 from ..core.vocabulary import COMPACTION_OUTCOMES, COMPLETED, FAILED, RUNNING, SKIPPED, CompactionOutcome
 from ..providers import ProviderClient, ProviderError, make_client
-from ..storage import Database, Repositories, row_to_message
+from ..storage import Database, Repositories
+from ..storage.repositories import token_counts
 from ..storage.tables import BotRow, ChatRow, CompactionLogRow, MessageRow
 from ..storage.types import new_id, utcnow
 from .calibration import counting_for
@@ -291,8 +292,9 @@ class Compactor:
         bounded = trigger == "manual" or (chat_window is not None and settings.automatic)
         reach = READ_AHEAD * max(1, input_budget(summarizer.window, count=profile.count)) if bounded else None
         tail = sync_reach(chat_window) + 1 if chat_window is not None else 1
+        counts = TextCounts()  # the run's passes read the same oldest rows: each is counted once
         for _ in range(limit):
-            history = await read_pass_history(self.db, chat_id, profile, reach=reach, tail=tail)
+            history = await read_pass_history(self.db, chat_id, profile, reach=reach, tail=tail, counts=counts)
             if history.version is None:
                 break
             target: int | None = None
@@ -382,6 +384,7 @@ class Compactor:
                 supersedes=list(selection.supersedes),
                 workspaces=list(selection.workspaces),
                 model=summarizer.model.name,
+                raw=history.raw_seqs(m.id for m in selection.fold if m.source != "summary"),
             )
         if committed is None:  # C10: an edit during the pass; nothing is committed
             return PassResult(error_code=HISTORY_CHANGED, input_tokens=used_in, output_tokens=used_out)
@@ -397,17 +400,51 @@ class PassHistory:
     version: int | None
     messages: list[Message]
     beyond: int = 0
+    #: The seq of every raw message read (by id).
+    seqs: dict[str, int] = field(default_factory=dict)
+
+    def raw_seqs(self, ids: Iterable[str]) -> dict[str, int] | None:
+        """``ids`` (raw messages of the history) with their seqs; None when one was not read here."""
+        found: dict[str, int] = {}
+        for message_id in ids:
+            seq = self.seqs.get(message_id)
+            if seq is None:
+                return None
+            found[message_id] = seq
+        return found
+
+
+@dataclass(slots=True)
+class TextCounts:
+    """The text token counts of the rows a run read, by message id, for the history version they were read
+    at (an edit of the history makes them unknown again)."""
+
+    version: int | None = None
+    tokens: dict[str, int] = field(default_factory=dict)
+
+    def at(self, version: int | None) -> dict[str, int]:
+        """The counts known at ``version`` (forgotten when the history changed since)."""
+        if version != self.version:
+            self.version, self.tokens = version, {}
+        return self.tokens
 
 
 async def read_pass_history(
-    db: Database, chat_id: str, profile: TokenizerProfile, *, reach: int | None, tail: int
+    db: Database,
+    chat_id: str,
+    profile: TokenizerProfile,
+    *,
+    reach: int | None,
+    tail: int,
+    counts: TextCounts | None = None,
 ) -> PassHistory:
     """The chat's history version and its raw messages with summaries in place, read once per pass.
 
     With ``reach``, a long history is not read in full: only its oldest raw messages until their text
     passes ``reach`` tokens (a pass folds no more than the summarizer takes), and its newest ones until
     their compactable tokens pass ``tail`` (what the triggers and the target need), which give
-    ``beyond``. When the two meet, the history is read whole and ``beyond`` is 0.
+    ``beyond``. When the two meet, the history is read whole and ``beyond`` is 0. The oldest rows' text is
+    priced with the counts ``counts`` knows, then the stored ones, and counted only when neither has it.
 
     A read-only session: on SQLite a write session holds the process's write lock for the whole read,
     and every other chat's turn would wait for a long history to load (the commit checks the version).
@@ -416,7 +453,8 @@ async def read_pass_history(
         repos = Repositories(session)
         version = await repos.compaction.history_version(chat_id)
         summaries = await repos.compaction.active_summaries(chat_id)
-        rows, more = await _oldest(repos, chat_id, profile, reach)
+        known = (counts or TextCounts()).at(version)
+        rows, more = await _oldest(repos, chat_id, profile, reach, known)
         beyond = 0
         if more:
             window = await repos.messages.recent_window(chat_id, profile.name, tail, profile.count, store_counts=False)
@@ -427,15 +465,22 @@ async def read_pass_history(
                 beyond = max(1, await asyncio.to_thread(compactable_tokens, merge(newest, []), profile))
                 summaries = [s for s in summaries if s.anchor_seq <= rows[-1].seq]  # the rest's stay out
             else:  # the newest reach back into the oldest part: the rest is short, read it all
-                rows += (await _oldest(repos, chat_id, profile, None, after=rows[-1].seq))[0]
-    return PassHistory(version, await asyncio.to_thread(merge, rows, summaries), beyond)
+                rows += (await _oldest(repos, chat_id, profile, None, known, after=rows[-1].seq))[0]
+    seqs = {r.id: r.seq for r in rows}
+    return PassHistory(version, await asyncio.to_thread(merge, rows, summaries), beyond, seqs)
 
 
 async def _oldest(
-    repos: Repositories, chat_id: str, profile: TokenizerProfile, reach: int | None, *, after: int | None = None
+    repos: Repositories,
+    chat_id: str,
+    profile: TokenizerProfile,
+    reach: int | None,
+    known: dict[str, int],
+    *,
+    after: int | None = None,
 ) -> tuple[list[MessageRow], bool]:
     """The chat's raw messages oldest first (after seq ``after``), page by page until their text passes
-    ``reach`` tokens (None: all of them); True when more follow."""
+    ``reach`` tokens (None: all of them); True when more follow. ``known`` holds (and learns) text counts."""
     rows: list[MessageRow] = []
     read = 0
     while True:
@@ -445,7 +490,11 @@ async def _oldest(
             return rows, False
         after = page[-1].seq
         if reach is not None:
-            read += sum(profile.count(row_to_message(r).text) for r in page if not is_command(r))
+            missing = [r for r in page if r.id not in known and not is_command(r)]
+            if missing:  # stored counts first; what has none is counted (and not stored: a read-only session)
+                found, _ = await token_counts(repos.session, missing, profile.name, profile.count, store=False)
+                known.update(found)
+            read += sum(known[r.id] for r in page if not is_command(r))
             if read > reach:
                 return rows, True
 

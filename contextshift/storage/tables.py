@@ -264,6 +264,14 @@ class MessageRow(Base):
         Index("ix_messages_chat_id_pinned_seq", "chat_id", "pinned", "seq"),
         Index("ix_messages_chat_id_summary_id_seq", "chat_id", "summary_id", "seq"),
         Index("ix_messages_chat_id_standing_seq", "chat_id", "standing", "seq"),
+        #: A compaction pass's oldest raw messages in order (migration 0025).
+        Index(
+            "ix_messages_chat_id_seq_unsummarized",
+            "chat_id",
+            "seq",
+            postgresql_where=text("summary_id IS NULL"),
+            sqlite_where=text("summary_id IS NULL"),
+        ),
     )
 
     id: Mapped[str] = _id()

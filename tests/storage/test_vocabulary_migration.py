@@ -130,7 +130,7 @@ async def test_stored_statuses_take_the_one_vocabulary_and_the_downgrade_gives_t
         assert await _json_words(connection) == (["provider_error", "cancelled"], ["report_at_window"])
         assert await _refused(connection, backend, seeded, "jobs", "completed")
 
-    assert await upgrade(backend.url, engine_options=backend.engine_options) == "0023"
+    assert await upgrade(backend.url, engine_options=backend.engine_options) == "0024"
     async with connect_for_migrations(backend.url, backend.engine_options) as connection:
         for table, expected in NEW_ROWS.items():
             assert await _statuses(connection, table) == expected

@@ -87,11 +87,12 @@ def _script_of(char: str) -> str | None:
 
 
 def script_shares(text: str) -> tuple[Counter[str], int]:
+    """Letters per script family in ``text``, and their total (each distinct character classified once)."""
     counts: Counter[str] = Counter()
-    for char in text:
+    for char, times in Counter(text).items():  # in order of first appearance, as a walk of the text
         script = _script_of(char)
         if script is not None:
-            counts[script] += 1
+            counts[script] += times
     return counts, sum(counts.values())
 
 
@@ -199,15 +200,19 @@ _FUNCTION_WORDS: dict[str, frozenset[str]] = {
     "pt": frozenset(["o", "os", "as", "e", "é", "que", "em", "um", "uma", "para", "com", "não", "do", "da", "são"]),
 }
 _WORD = re.compile(r"[^\W\d_]+")
+#: Each function word with the languages it belongs to, in the order of ``_FUNCTION_WORDS``.
+_LANGUAGES_OF: dict[str, tuple[str, ...]] = {
+    word: tuple(language for language, words in _FUNCTION_WORDS.items() if word in words)
+    for word in sorted(set().union(*_FUNCTION_WORDS.values()))
+}
 
 
 def latin_language(text: str, min_hits: int = 8) -> str | None:
     """The language of Latin-script ``text`` when its function words say so clearly, else None."""
     hits: Counter[str] = Counter()
     for word in _WORD.findall(text.lower()):
-        for language, words in _FUNCTION_WORDS.items():
-            if word in words:
-                hits[language] += 1
+        for language in _LANGUAGES_OF.get(word, ()):
+            hits[language] += 1
     if not hits:
         return None
     ranked = hits.most_common(2)

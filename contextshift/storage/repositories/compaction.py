@@ -9,7 +9,7 @@ across every process sharing the database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -121,8 +121,13 @@ class CompactionRepository:
         supersedes: Sequence[str] = (),
         workspaces: Sequence[str] = (),
         model: str | None = None,
+        raw: Mapping[str, int] | None = None,
     ) -> SummaryRow | None:
-        """Store a summary for ``covers`` (raw ids) rolling up ``supersedes``; None if history changed."""
+        """Store a summary for ``covers`` (raw ids) rolling up ``supersedes``; None if history changed.
+
+        ``raw`` (id → seq) names the covered messages no superseded summary stood for, as the caller read
+        them: the write then finds them by seq range (a pass folds a run of neighbours) instead of looking
+        every covered id up, and the rows of superseded summaries move through ``summary_id`` alone."""
         unchanged = (
             update(ChatRow)
             .where(ChatRow.id == chat_id, ChatRow.history_version == expected_version)
@@ -131,14 +136,11 @@ class CompactionRepository:
         )
         if await execute_rowcount(self.session, unchanged) != 1:
             return None
-        raw_ids = [c for c in covers]
-        anchors = []
-        for chunk in _chunks(raw_ids):
-            low = await self.session.scalar(
-                select(func.min(MessageRow.seq)).where(MessageRow.chat_id == chat_id, MessageRow.id.in_(chunk))
-            )
-            if low is not None:
-                anchors.append(int(low))
+        raw_ids = list(covers)
+        if raw is None:
+            anchors = await self._raw_anchors(chat_id, raw_ids)
+        else:
+            anchors = [min(raw.values())] if raw else []
         for chunk in _chunks(list(supersedes)):
             low = await self.session.scalar(select(func.min(SummaryRow.anchor_seq)).where(SummaryRow.id.in_(chunk)))
             if low is not None:
@@ -147,30 +149,18 @@ class CompactionRepository:
             id=new_id(),
             chat_id=chat_id,
             content=content,
-            covers=list(raw_ids),
+            covers=raw_ids,
             workspaces=list(workspaces),
             anchor_seq=min(anchors) if anchors else 0,
             model=model,
         )
         self.session.add(summary)
         await self.session.flush()
-        folded = (0, 0)
-        for chunk in _chunks(raw_ids):
-            was = await self.session.execute(
-                select(MessageRow.pinned, MessageRow.standing, MessageRow.summary_id).where(
-                    MessageRow.chat_id == chat_id, MessageRow.id.in_(chunk)
-                )
-            )
-            for pinned, standing, summary_id in was.all():
-                before = counted(bool(pinned), bool(standing), summary_id)
-                after = counted(bool(pinned), bool(standing), summary.id)
-                folded = (folded[0] + after[0] - before[0], folded[1] + after[1] - before[1])
-            await self.session.execute(
-                update(MessageRow)
-                .where(MessageRow.chat_id == chat_id, MessageRow.id.in_(chunk))
-                .values(summary_id=summary.id)
-                .execution_options(synchronize_session=False)
-            )
+        if raw is None:
+            folded = await self._mark(chat_id, summary.id, raw_ids, None)
+        else:
+            span = (min(raw.values()), max(raw.values())) if raw else (0, -1)
+            folded = await self._mark(chat_id, summary.id, list(raw), span)
         for chunk in _chunks(list(supersedes)):
             await self.session.execute(
                 update(MessageRow)
@@ -187,6 +177,42 @@ class CompactionRepository:
         if folded != (0, 0):  # rows moved from a superseded summary stay summarized: only raw ones count
             await add_counts(self.session, chat_id, folded)
         return summary
+
+    async def _raw_anchors(self, chat_id: str, ids: Sequence[str]) -> list[int]:
+        """The lowest seq of each chunk of ``ids`` (messages of the chat)."""
+        anchors: list[int] = []
+        for chunk in _chunks(ids):
+            low = await self.session.scalar(
+                select(func.min(MessageRow.seq)).where(MessageRow.chat_id == chat_id, MessageRow.id.in_(chunk))
+            )
+            if low is not None:
+                anchors.append(int(low))
+        return anchors
+
+    async def _mark(
+        self, chat_id: str, summary_id: str, ids: Sequence[str], span: tuple[int, int] | None
+    ) -> tuple[int, int]:
+        """Point the chat's messages ``ids`` (within the seq ``span`` when given) at the summary; returns what
+        that adds to the chat's maintained counts."""
+        folded = (0, 0)
+        for chunk in _chunks(ids):
+            where = [MessageRow.chat_id == chat_id, MessageRow.id.in_(chunk)]
+            if span is not None:  # through (chat_id, seq): never every message of the chat
+                where += [MessageRow.seq >= span[0], MessageRow.seq <= span[1]]
+            was = await self.session.execute(
+                select(MessageRow.pinned, MessageRow.standing, MessageRow.summary_id).where(*where)
+            )
+            for pinned, standing, before_id in was.all():
+                before = counted(bool(pinned), bool(standing), before_id)
+                after = counted(bool(pinned), bool(standing), summary_id)
+                folded = (folded[0] + after[0] - before[0], folded[1] + after[1] - before[1])
+            await self.session.execute(
+                update(MessageRow)
+                .where(*where)
+                .values(summary_id=summary_id)
+                .execution_options(synchronize_session=False)
+            )
+        return folded
 
     # -- logs (C12) ---------------------------------------------------------------------------------------
 
