@@ -264,7 +264,7 @@ class MessageRow(Base):
         Index("ix_messages_chat_id_pinned_seq", "chat_id", "pinned", "seq"),
         Index("ix_messages_chat_id_summary_id_seq", "chat_id", "summary_id", "seq"),
         Index("ix_messages_chat_id_standing_seq", "chat_id", "standing", "seq"),
-        #: A compaction pass's oldest raw messages in order (migration 0025).
+        #: A compaction pass's oldest raw messages in order (migration 0024).
         Index(
             "ix_messages_chat_id_seq_unsummarized",
             "chat_id",

@@ -1,4 +1,4 @@
-"""Migration 0025: the partial index of a chat's raw messages in order, which a compaction pass reads a page of
+"""Migration 0024: the partial index of a chat's raw messages in order, which a compaction pass reads a page of
 at a time (issue 26): the page query is LIMIT rows of it, never a read and sort of every raw row of the chat."""
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ without statistics it read every raw row of the chat and sorted them (0.6 s a pa
 statistics it walks ``(chat_id, seq)`` past every summarized row, which a long, compacted chat is mostly
 made of. This index holds the raw rows only, in order: a page is LIMIT rows of it on both backends.
 
-Revision ID: 0025
-Revises: 0022
+Revision ID: 0024
+Revises: 0023
 Create Date: 2026-12-06
 """
 
