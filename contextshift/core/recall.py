@@ -755,13 +755,15 @@ class _Choice:
                     break
         return [m for m in out if m not in self.taken]
 
-    def take(self, number: int, cost: int) -> bool:
+    def take(self, number: int, cost: int, worth: float | None = None) -> bool:
         """Choose ``number`` (at ``cost``) and what it brings, if the share allows; whether it was. A
         discounted group (a superseded statement, a question without its answer) may use only its worth ÷
-        ``STRONG`` of the share: it comes back only while the room is to spare."""
+        ``STRONG`` of the share: it comes back only while the room is to spare. Its worth is its relevance,
+        else (a group the fill step ranks by meaning alone) ``worth``, its place in the fused ranking."""
         limit = self.room * self.share
         if self.factor(number) < 1.0:
-            limit *= min(1.0, self.factor(number) * self.relevance[number] / STRONG)
+            known = self.relevance.get(number, worth if worth is not None else 0.0)
+            limit *= min(1.0, self.factor(number) * known / STRONG)
         if self.used + cost > limit:
             return False
         self.chosen.append(number)
@@ -827,11 +829,12 @@ class _Choice:
                 self.weight[about] *= COVERED
             self.seen_with.setdefault(about, set()).update(sentence)
 
-    def fill_ranking(self) -> dict[int, float]:
+    def fill_ranking(self) -> tuple[dict[int, float], dict[int, float]]:
         """The groups the fill step may bring, each with its worth: those that match by words (not
         superseded: the statement that replaced it wins; not a look-alike, the query's common words without
         any of its rare ones, when the history holds them), with an embedder every excluded group ranked by
-        words and by meaning, the two rankings fused by reciprocal rank; discounted by :meth:`factor`."""
+        words and by meaning, the two rankings fused by reciprocal rank; discounted by :meth:`factor`. And
+        each one's worth before the discount."""
         scores = self.scores
         by_words = {
             n: scores.relevance[n]
@@ -843,18 +846,18 @@ class _Choice:
             similar = self.similar_whole
             by_meaning = {n: v for n, v in similar.items() if v >= FUSED_FLOOR and not self.superseded(n)}
             fill = _fused(by_words, by_meaning)
-        return {n: v * self.factor(n) for n, v in fill.items() if v >= MIN_RELEVANCE}
+        return {n: v * self.factor(n) for n, v in fill.items() if v >= MIN_RELEVANCE}, fill
 
     def fill(self) -> None:
         """Fill: the other matching groups, most relevant first, whole (an excerpt is for the coverage
         step), while the share allows."""
-        fill = self.fill_ranking()
+        fill, fused = self.fill_ranking()
         groups, messages = self.groups, self.prompt.messages
         for number in sorted(fill, key=lambda n: (-fill[n], -self.firsts[n])):
             if self.used >= self.room * self.share:
                 break
             if number not in self.taken and not any(messages[p].role == "tool" for p in groups[number].members):
-                self.take(number, self.prompt.group_costs[number])
+                self.take(number, self.prompt.group_costs[number], fused.get(number))
 
     def unexcerpt(self) -> None:
         """Excerpted groups come back whole instead, most useful first, while the share allows."""
