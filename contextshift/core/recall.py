@@ -637,6 +637,7 @@ class _Choice:
 
     def __init__(self, prompt: Prompt, outcome: Removal, query: str, embedder: Embedder | None) -> None:
         self.prompt, self.query, self.groups = prompt, query, prompt.groups
+        self.costs = prompt.group_costs  # a property that adds up every group: read once
         self.scores = scores = _Scores(prompt, query)
         self.gone = set(outcome.removed)
         self.firsts = firsts = [g.first for g in prompt.groups]
@@ -676,7 +677,7 @@ class _Choice:
     def share_room(self, budget: int) -> None:
         """The room beside the protected context and the newest turn, and the share of it recall may take
         (:func:`recall_share`: by how the best excluded group matches against the best kept one)."""
-        scores, costs, gone = self.scores, self.prompt.group_costs, self.gone
+        scores, costs, gone = self.scores, self.costs, self.gone
         protected = sum(costs[n] for n, g in enumerate(self.groups) if g.protected)
         newest = costs[self.newest] if self.newest is not None else 0
         self.room = budget - self.prompt.fixed - protected - newest
@@ -769,7 +770,7 @@ class _Choice:
         self.chosen.append(number)
         self.taken.add(number)
         self.used += cost
-        costs = self.prompt.group_costs
+        costs = self.costs
         for m in self.companions(number):
             if self.used + costs[m] <= limit:
                 self.chosen.append(m)
@@ -802,7 +803,7 @@ class _Choice:
         """Take a group at its excerpt's cost when its tool results cut to what the query matches are
         cheaper (the copies are kept until it may come back whole); whether it was taken."""
         groups, messages, prompt = self.groups, self.prompt.messages, self.prompt
-        cost = cheap = prompt.group_costs[number]
+        cost = cheap = self.costs[number]
         copies = (
             _excerpt(prompt, number, self.scores.query)
             if self.firsts[number] in self.gone and any(messages[p].role == "tool" for p in groups[number].members)
@@ -857,7 +858,7 @@ class _Choice:
             if self.used >= self.room * self.share:
                 break
             if number not in self.taken and not any(messages[p].role == "tool" for p in groups[number].members):
-                self.take(number, self.prompt.group_costs[number], fused.get(number))
+                self.take(number, self.costs[number], fused.get(number))
 
     def unexcerpt(self) -> None:
         """Excerpted groups come back whole instead, most useful first, while the share allows."""
