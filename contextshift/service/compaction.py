@@ -43,7 +43,7 @@ from .compaction_call import FoldCall, PassResult
 from .history import is_command, merge
 from .rules import NO_RULES, Rules
 from .summarizer import CompactionUnavailable, Summarizer, resolve
-from .turn import chat_and_bot, profile_for, resolve_model
+from .turn import TurnContext, chat_and_bot, profile_for, resolve_model
 
 log = logging.getLogger("contextshift.compaction")
 
@@ -158,17 +158,22 @@ class Compactor:
             reach *= 2
         return pressure
 
-    async def decision(self, chat_id: str, phase: str) -> tuple[str, int | None]:
-        """``(action, target)`` for the chat now: ``none``, ``background`` or ``sync``."""
+    async def decision(self, chat_id: str, phase: str, context: TurnContext | None = None) -> tuple[str, int | None]:
+        """``(action, target)`` for the chat now: ``none``, ``background`` or ``sync``. ``context``: the chat,
+        bot and model a turn has read already (:func:`~contextshift.service.turn.read_context`), not read again."""
         async with self.db.session(write=False) as session:  # reads only: no turn at SQLite's write lock
             repos = Repositories(session)
-            chat = await repos.chats.get(chat_id)
-            if chat is None:
-                return "none", None
-            bot = await repos.bots.get(chat.bot_id)
-            if bot is None or not bot.compaction_enabled:
-                return "none", None
-            model, _ = await resolve_model(repos, bot, chat)
+            if context is not None:
+                chat, bot, model = context.chat, context.bot, context.model
+                if not bot.compaction_enabled:
+                    return "none", None
+            else:
+                stored = await repos.chats.get(chat_id)
+                found = await repos.bots.get(stored.bot_id) if stored is not None else None
+                if stored is None or found is None or not found.compaction_enabled:
+                    return "none", None
+                chat, bot = stored, found
+                model, _ = await resolve_model(repos, bot, chat)
             window = window_of(bot, model.context_window if model else None)
             settings = settings_of(bot)
             if window is None:
@@ -187,11 +192,12 @@ class Compactor:
                 verdict = decide(window, pressure, settings, phase=phase)  # type: ignore[arg-type]
         return verdict.action, verdict.target_tokens
 
-    async def before_send(self, chat_id: str) -> Outcome | None:
+    async def before_send(self, chat_id: str, context: TurnContext | None = None) -> Outcome | None:
         """C2: at 75% a synchronous pass runs before the turn is sent (it never fails the turn); a history
         too far over the window for that is compacted in the background instead (``policy.SYNC_REACH_PERCENT``).
+        ``context``: what the turn has read of its chat (:meth:`decision`). None: nothing ran, nothing changed.
         """
-        action, _target = await self.decision(chat_id, "before_send")
+        action, _target = await self.decision(chat_id, "before_send", context)
         if action == "background":  # after_turn queues the run once this turn is stored, not before it
             return Outcome(
                 SKIPPED,

@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from ..core.compaction import OVER_SYNC_REACH
 from ..core.errors import ContextShiftError, TokenBudgetExceeded
 from ..core.vocabulary import FAILED
 from ..pipeline import PipelineResult
@@ -133,6 +134,28 @@ async def preview_turn(
             await session.rollback()  # a preview writes nothing (A5)
 
 
+async def compact_before_send(
+    compactor: Compactor | None, db: Database, rules: Rules, context: TurnContext
+) -> tuple[TurnContext, str | None]:
+    """C2: a synchronous pass at 75%; a failure is logged and the turn goes on (shifting still fits it).
+    The turn's context (read again only when a pass ran or was waited for: it changed the chat's history
+    and counts), and a diagnostic for the audit when the turn goes on without the pass (N5: another one
+    ran too long)."""
+    if compactor is None:
+        return context, None
+    chat_id = context.chat.id
+    try:
+        outcome = await compactor.before_send(chat_id, context)
+    except Exception as error:
+        log.warning("synchronous compaction of chat %s failed (%s)", chat_id, type(error).__name__)
+        return await read_context(db, chat_id, rules), None  # a failed pass may have marked the chat
+    if outcome is None:
+        return context, None
+    if outcome.reason != OVER_SYNC_REACH:
+        context = await read_context(db, chat_id, rules)
+    return context, outcome.diagnostic
+
+
 class Generations:
     """Runs generations and previews against one database."""
 
@@ -176,18 +199,6 @@ class Generations:
     def counting(self) -> ServerCounting:
         """The server tokenizers (on the service's shared HTTP client while it is open)."""
         return self.server_counting
-
-    async def _compact_before_send(self, chat_id: str) -> str | None:
-        """C2: a synchronous pass at 75%; a failure is logged and the turn goes on (shifting still fits it).
-        A diagnostic for the audit when the turn goes on without the pass (N5: another one ran too long)."""
-        if self.compactor is None:
-            return None
-        try:
-            outcome = await self.compactor.before_send(chat_id)
-        except Exception as error:
-            log.warning("synchronous compaction of chat %s failed (%s)", chat_id, type(error).__name__)
-            return None
-        return outcome.diagnostic if outcome is not None else None
 
     def _after_turn(self, chat_id: str) -> None:
         """C2: schedule a background pass at 50% without delaying the reply."""
@@ -256,9 +267,9 @@ class Generations:
     ) -> tuple[str, Turn, PipelineResult, str | None]:
         generation_id = uuid.uuid4().hex
         failure: tuple[dict[str, Any], TokenBudgetExceeded] | None = None
-        note = await self._compact_before_send(chat_id)
         counting = self.counting
         context = await read_context(self.db, chat_id, self.rules)  # the turn's one read of its chat, bot and model
+        context, note = await compact_before_send(self.compactor, self.db, self.rules, context)
         await warm_counts(self.db, counting, context, content or "", max_tokens, self.rules)
         chat, bot = context.chat, context.bot
         async with self.db.session() as session:

@@ -341,11 +341,9 @@ async def load_turn(
     """Build the pipeline request of a turn. ``draft`` None means the input is already the last message.
 
     With ``server_counting``, a provider that tokenizes (T5) gives the ``server`` profile; the history window is
-    still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq``
-    ends the history before that message (a regenerated reply is not part of its own prompt). ``rules``:
-    embedder, margin. ``context``: the model, provider and counting the turn has read already
-    (:func:`read_context`).
-    """
+    still read with the offline profile (its estimates are what ``message_tokens`` stores). ``before_seq`` ends
+    the history before it (a regenerated reply is not its own prompt); ``rules``: embedder, margin; ``context``:
+    the model, provider and counting already read (:func:`read_context`)."""
     model, provider, counting = await _setting(repos, bot, chat, context, rules)
     base, embedder = counting.base, rules.embedder
     notes: list[str] = []
