@@ -153,6 +153,9 @@ SEMANTIC_FLOOR = 0.3
 SEMANTIC_TOP = 3
 #: What a group's similarity relative to the most similar one is worth beside BM25's relevance (in 0..1).
 SEMANTIC_WEIGHT = 0.8
+#: The diagnostic that names the kept groups recall held in place (see :func:`held_note`); the ids follow
+#: ": ", separated by ", ".
+HELD_NOTE = "recall held"
 #: What an excerpted tool result starts with.
 EXCERPT_MARK = "[excerpt: cut by recall to the parts the current input asks about, {kept} of {total} characters]"
 
@@ -499,12 +502,23 @@ def recall(request: StrategyRequest) -> ShiftResult:
         f"recall brought back {len(recalled)} message(s) ({tokens} tokens) relevant to the current input"
         + (f" (BM25 and {embedder.name} embeddings)" if embedder is not None else ""),
     ]
+    diagnostics.extend(held_note(prompt, [n for n in chosen if prompt.groups[n].first not in removed]))
     if cut:
         diagnostics.append(
             f"recall cut the tool results of {len(cut)} tool group(s) ({len(replaced)} message(s)) to their excerpt "
             "relevant to the current input; the copies stand in for the originals"
         )
     return replace(result, truncated=[*result.truncated, *stand_ins], diagnostics=diagnostics)
+
+
+def held_note(prompt: Prompt, held: Sequence[int]) -> list[str]:
+    """The diagnostic naming the groups recall chose that the first shift had kept (none if none). They are
+    held in place, not recalled: their reason stays ``fit``, yet the second shift may leave out newer groups
+    before them to make room for what recall brought back."""
+    if not held:
+        return []
+    ids = [prompt.messages[p].id for n in sorted(held) for p in prompt.groups[n].members]
+    return [f"{HELD_NOTE} {len(held)} group(s) kept in place as relevant to the current input: {', '.join(ids)}"]
 
 
 def _similarities(

@@ -28,6 +28,7 @@ from contextshift import (
     get_tokenizer,
     shift_with_strategy,
 )
+from contextshift.core.recall import HELD_NOTE
 
 from .strategies_gen import (
     Attempt,
@@ -250,6 +251,13 @@ def _recall_groups(s: Scenario, result: ShiftResult) -> tuple[list[list[int]], l
     return recalled, fit, out
 
 
+def _held_ids(result: ShiftResult) -> set[str]:
+    """The ids of the kept groups recall held in place, as its documented diagnostic names them."""
+    notes = [d for d in result.diagnostics if d.startswith(HELD_NOTE + " ")]
+    assert len(notes) <= 1
+    return {i for note in notes for i in note.split(": ", 1)[1].split(", ")}
+
+
 def _check_excerpts(s: Scenario, result: ShiftResult) -> None:
     """An excerpted group stands whole in the prompt as copies: every member replaced by ``<id>~excerpt``,
     in its place, its tool-call ids unchanged, a tool result cut after the marker; the originals
@@ -297,7 +305,10 @@ def test_recall_brings_back_only_whole_groups_truncate_left_out_and_gives_the_re
             f"group {members} partly recalled"
         )
         assert not any(i in truncate_kept for i in members), f"recalled {members}, which truncate kept anyway"
-    if fit and out:  # what is not recalled is shifted oldest first
+    held = _held_ids(result)
+    assert all(i in {m.id for m in result.kept} and result.reasons[i] == "fit" for i in held)
+    fit = [g for g in fit if ids[g[0]] not in held]  # recall chose them: not shifted by age
+    if fit and out:  # what is not recalled nor held is shifted oldest first
         assert max(g[0] for g in out) < min(g[0] for g in fit), "an older group was kept over a newer one"
     if not recalled:
         assert outcome_key(result, None) == outcome_key(truncated, None), "no recall, yet not truncate's result"

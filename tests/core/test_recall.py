@@ -8,7 +8,7 @@ import math
 import pytest
 
 from contextshift import Message, shift_with_strategy
-from contextshift.core.recall import current_input, query_words
+from contextshift.core.recall import HELD_NOTE, current_input, query_words
 
 
 def ceil4(text: str) -> int:
@@ -293,3 +293,22 @@ def test_with_an_embedder_a_question_ranked_by_meaning_alone_is_weighed_and_reca
     assert result.tokens == 62
     assert result.reasons["locker"] == "recalled"
     assert result.diagnostics[0] == 'context strategy "recall" applied'
+
+
+def test_recall_holds_a_relevant_kept_group_in_place_and_shifts_out_a_newer_one_to_make_room() -> None:
+    heron = {"id": "heron", "role": "user", "content": "The gate code for project Heron is 77301."}  # 41 chars
+    messages = chat(FALCON, heron, question="What are the codes of Falcon and Heron?", chatter=3)
+    # sys 8, falcon 15, heron 15, chatter 20 each, input 14: 22 protected. Budget 100: truncate keeps heron
+    # and the 3 chatter turns (97). Recall brings falcon back (15) and holds heron, which it chose too, in
+    # place: the oldest chatter turn goes, though newer than heron (22 + 15 + 15 + 40 = 92).
+    truncated = shift_with_strategy(messages, ceil4, 100, strategy="truncate")
+    assert ids(truncated.kept) == ["sys", "heron", "c0", "c1", "c2", "in"]
+    assert truncated.tokens == 97
+    result = shift_with_strategy(messages, ceil4, 100, strategy="recall")
+    assert ids(result.kept) == ["sys", "falcon", "heron", "c1", "c2", "in"]
+    assert result.tokens == 92
+    assert result.reasons["falcon"] == "recalled"
+    assert result.reasons["heron"] == "fit"  # never left out, so not recalled
+    assert result.reasons["c0"] == "context-shift"
+    assert f"{HELD_NOTE} 1 group(s) kept in place as relevant to the current input: heron" in result.diagnostics
+    assert "recall brought back 1 message(s) (15 tokens) relevant to the current input" in result.diagnostics
