@@ -54,20 +54,6 @@ def _positive_int(environ: Mapping[str, str], name: str, what: str) -> int | Non
     return value
 
 
-def _seconds(environ: Mapping[str, str], name: str) -> float | None:
-    """A number of seconds, 0 or more."""
-    raw = _text(environ, name)
-    if raw is None:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not value >= 0:
-        raise ValueError(f"{PREFIX}{name} must be a number of seconds, 0 or more, not {raw!r}")
-    return value
-
-
 def _number(
     environ: Mapping[str, str], name: str, what: str, low: float, high: float = math.inf, *, above_low: bool = False
 ) -> float | None:
@@ -200,8 +186,8 @@ class Settings:
             "session_days": _session_days(env),
             "max_body_bytes": _positive_int(env, "MAX_BODY_BYTES", "bytes"),
             "proxy_audit_hours": _hours(env, "PROXY_AUDIT_HOURS"),
-            "compaction_wait_seconds": _seconds(env, "COMPACTION_WAIT_SECONDS"),
-            "read_cache_seconds": _seconds(env, "READ_CACHE_SECONDS"),
+            "compaction_wait_seconds": _number(env, "COMPACTION_WAIT_SECONDS", "a number of seconds, 0 or more", 0),
+            "read_cache_seconds": _number(env, "READ_CACHE_SECONDS", "a number of seconds, 0 or more", 0),
             "estimate_margin": _number(
                 env, "ESTIMATE_MARGIN", f"a share from 0 to {MAX_ESTIMATE_MARGIN}", 0.0, MAX_ESTIMATE_MARGIN
             ),

@@ -112,13 +112,13 @@ _MONTH = (
     r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
 )
 #: A date: "8 May 2023", "May 8, 2023", "2023-05-08".
-_DATE = re.compile(
+DATE = re.compile(
     rf"\b(?:\d{{1,2}}(?:st|nd|rd|th)? {_MONTH}\.?,? \d{{4}}|{_MONTH}\.? \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}}"
     r"|\d{4}-\d{2}-\d{2})\b",
     re.IGNORECASE,
 )
 #: A question about time.
-_TEMPORAL = re.compile(
+TEMPORAL = re.compile(
     r"\b(?:when|what (?:year|month|day|date|time)|which (?:year|month|day|date)|how long|how many "
     r"(?:days|weeks|months|years))\b",
     re.IGNORECASE,
@@ -604,7 +604,7 @@ def _asks(text: str) -> bool:
 
 @lru_cache(maxsize=1 << 14)
 def _dated(text: str) -> bool:
-    return _DATE.search(text) is not None
+    return DATE.search(text) is not None
 
 
 def _choose(
@@ -683,7 +683,7 @@ class _Choice:
         self.used = 0
         self.excerpts: dict[int, list[Message]] = {}
         self.whole: dict[int, int] = {}  # what coming back whole adds to an excerpted group
-        self.temporal = _TEMPORAL.search(query) is not None
+        self.temporal = TEMPORAL.search(query) is not None
         self.dated = 0  # the groups chosen so far that looked for their dated turn
         self.room = 0
         self.share = MAX_RECALL_SHARE
@@ -883,8 +883,10 @@ class _Choice:
 
 
 __all__ = [
+    "DATE",
     "MAX_RECALL_SHARE",
     "MIN_RELEVANCE",
+    "TEMPORAL",
     "current_input",
     "query_words",
     "recall",

@@ -30,9 +30,14 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from ..core.messages import Message
-from ..core.recall import _DATE as DATE  # the library's own patterns: the service must find what it finds
-from ..core.recall import _TEMPORAL as TEMPORAL
-from ..core.recall import DATE_LOOKBACK, query_words, search_words, whole_groups
+from ..core.recall import (  # the library's own patterns: the service must find what it finds
+    DATE,
+    DATE_LOOKBACK,
+    TEMPORAL,
+    query_words,
+    search_words,
+    whole_groups,
+)
 from ..storage import Repositories, row_to_message
 from ..storage.repositories.search import month_rows, search_history
 from ..storage.tables import MessageRow
