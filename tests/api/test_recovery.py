@@ -98,4 +98,4 @@ async def test_the_lease_of_a_dead_instance_is_freed_by_a_live_heartbeat(
 
     assert reply["message"]["content"] == "Here is my answer."
     assert [is_summarizer(r) for r in service.fake.requests] == [True, False]
-    assert [(e["trigger"], e["status"]) for e in await logs(service, ids["chat"])] == [("sync", "ok")]
+    assert [(e["trigger"], e["status"]) for e in await logs(service, ids["chat"])] == [("sync", "completed")]
