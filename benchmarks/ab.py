@@ -46,6 +46,10 @@ _SERVICE = re.compile(
     r"^(?P<backend>sqlite|postgresql)\s+(?P<op>(?:preview|generate)(?:, recall)?)\s+(?P<n>[\d,]+)\s+"
     r"(?P<cold>[\d.,]+)\s+(?P<warm>[\d.,]+)\s+[\d.,]+\s+\d+\s+\d+\s+[\d,]+\s+[\d,]+\s+(?P<cpu>[\d.,]+)"
 )
+_TURN_CPU = re.compile(
+    r"^(?P<backend>sqlite|postgresql), (?P<n>[\d,]+) stored messages, \d+ turns: CPU per turn median "
+    r"(?P<median>[\d.]+) ms, mean (?P<mean>[\d.]+) ms"
+)
 
 
 def _number(text: str) -> float:
@@ -54,7 +58,7 @@ def _number(text: str) -> float:
 
 def figures(module: str, output: str) -> dict[str, float]:
     """The per-operation figures a benchmark printed, by name (milliseconds). Known: endpoint, service,
-    shifting (its contextshift rows); any other module gives none."""
+    turn_cpu, shifting (its contextshift rows); any other module gives none."""
     found: dict[str, float] = {}
     for line in output.splitlines():
         if module.endswith("endpoint") and (m := _ENDPOINT.match(line)):
@@ -65,6 +69,9 @@ def figures(module: str, output: str) -> dict[str, float]:
             at = f"{m['backend']} {m['op']} @{m['n']}"
             found[f"{at} warm median ms"] = _number(m["warm"])
             found[f"{at} server CPU ms"] = _number(m["cpu"])
+        elif module.endswith("turn_cpu") and (m := _TURN_CPU.match(line)):
+            found[f"{m['backend']} CPU ms per turn @{m['n']} (median)"] = _number(m["median"])
+            found[f"{m['backend']} CPU ms per turn @{m['n']} (mean)"] = _number(m["mean"])
         elif module.endswith("shifting") and " contextshift" in line:
             cells = re.split(r"\s{2,}", line.strip())
             if len(cells) >= 6 and cells[1].startswith("contextshift") and cells[4].replace(",", "") != "–":

@@ -63,6 +63,18 @@ def test_shifting_figures_are_the_contextshift_rows_only() -> None:
     }
 
 
+def test_turn_cpu_figures_are_the_median_and_mean_of_its_result_line() -> None:
+    output = (
+        "filling 1,000 messages\n"
+        "sqlite, 1,000 stored messages, 60 turns: CPU per turn median 21.4 ms, mean 23.9 ms, min 19.0 ms, "
+        "max 41.2 ms (load average 0.85 on 2 CPUs)\n"
+    )
+    assert figures("benchmarks.turn_cpu", output) == {
+        "sqlite CPU ms per turn @1,000 (median)": 21.4,
+        "sqlite CPU ms per turn @1,000 (mean)": 23.9,
+    }
+
+
 def test_an_unknown_benchmark_gives_no_figures() -> None:
     assert figures("benchmarks.limits", ENDPOINT_OUTPUT) == {}
 
