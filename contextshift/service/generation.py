@@ -173,6 +173,10 @@ class Generations:
     ) -> None:
         self.db = db
         self.rules = rules  # what the settings decide for every turn: provider hosts, margin, embedder
+        given = client_options.get("http_client")
+        if shared_client is None and given is not None:  # the caller's pool, for the server probes too
+            shared_client = SharedClient(given)
+            shared_client.open()  # open from the start; a given pool is never closed here
         #: Every provider call (on the app's shared HTTP connection pool, while it is open).
         self.calls = Calls(client_factory, client_options, shared_client)
         self.compactor = compactor
